@@ -1,0 +1,154 @@
+/*
+Copyright 2026 The fencedlock Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// FencedLockSpec defines how a FencedLock's grants behave.
+// +kubebuilder:validation:XValidation:rule="!has(self.maxHoldSeconds) || self.maxHoldSeconds >= self.leaseDurationSeconds",message="spec.maxHoldSeconds must be at least spec.leaseDurationSeconds",fieldPath=".maxHoldSeconds"
+type FencedLockSpec struct {
+	// leaseDurationSeconds is how long a grant stays valid without a renewal, as observed by the
+	// controller on its own clock. A holder that neither renews nor releases within this time is
+	// revoked and the next acquirer receives a higher token.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	// +kubebuilder:default=15
+	// +optional
+	LeaseDurationSeconds int32 `json:"leaseDurationSeconds,omitempty"`
+
+	// maxHoldSeconds, when set, bounds how long one grant may be held in total, renewals
+	// included. The controller revokes a grant older than this, so a holder stuck in a renew loop
+	// cannot starve the waiters. Unset means no bound.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=604800
+	// +optional
+	MaxHoldSeconds *int32 `json:"maxHoldSeconds,omitempty"`
+}
+
+// Waiter is one entry of a lock's FIFO queue of waiting holders.
+type Waiter struct {
+	// identity is the holder identity the waiter will hold the lock under.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Identity string `json:"identity"`
+
+	// pod is the name of the waiting pod, when the waiter is a pod.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Pod string `json:"pod,omitempty"`
+
+	// since is when the waiter started waiting.
+	// +optional
+	Since metav1.Time `json:"since,omitzero"`
+}
+
+// FencedLockStatus mirrors the backing Lease, which is the single source of truth.
+type FencedLockStatus struct {
+	// holder is the identity of the current holder; empty when the lock is free.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Holder string `json:"holder,omitempty"`
+
+	// token is the lock's current fencing token as a decimal string: the token of the current
+	// holder, or of the last grant when the lock is free. Fenced writes must carry a token that is
+	// not lower than this one.
+	// +kubebuilder:validation:MaxLength=20
+	// +optional
+	Token string `json:"token,omitempty"`
+
+	// acquireTime is when the current holder acquired the lock.
+	// +optional
+	AcquireTime *metav1.MicroTime `json:"acquireTime,omitempty"`
+
+	// renewTime is when the current holder last renewed its grant.
+	// +optional
+	RenewTime *metav1.MicroTime `json:"renewTime,omitempty"`
+
+	// leaseTransitions counts the grants made on the backing Lease since it was created.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	LeaseTransitions int32 `json:"leaseTransitions,omitempty"`
+
+	// waitingCount is how many holders are queued for the lock.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	WaitingCount int32 `json:"waitingCount,omitempty"`
+
+	// waiters lists the next holders in queue order, at most ten.
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=atomic
+	// +optional
+	Waiters []Waiter `json:"waiters,omitempty"`
+
+	// observedGeneration is the metadata.generation this status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions describe the lock: Ready (its Lease exists and is initialized) and Held.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=flock,categories=fencedlock
+// +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.holder`
+// +kubebuilder:printcolumn:name="Token",type=string,JSONPath=`.status.token`
+// +kubebuilder:printcolumn:name="Renewed",type=date,JSONPath=`.status.renewTime`
+// +kubebuilder:printcolumn:name="Waiting",type=integer,JSONPath=`.status.waitingCount`
+// +kubebuilder:printcolumn:name="Lease",type=integer,JSONPath=`.spec.leaseDurationSeconds`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// FencedLock is a lock whose every grant carries a strictly increasing fencing token. It is backed
+// by a coordination.k8s.io Lease of the same name.
+type FencedLock struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is a standard object metadata
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitzero"`
+
+	// spec defines how grants of this lock behave.
+	// +kubebuilder:default={}
+	// +optional
+	Spec FencedLockSpec `json:"spec,omitzero"`
+
+	// status mirrors the backing Lease.
+	// +optional
+	Status FencedLockStatus `json:"status,omitzero"`
+}
+
+// +kubebuilder:object:root=true
+
+// FencedLockList contains a list of FencedLock
+type FencedLockList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitzero"`
+	Items           []FencedLock `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(func(s *runtime.Scheme) error {
+		s.AddKnownTypes(SchemeGroupVersion, &FencedLock{}, &FencedLockList{})
+		return nil
+	})
+}

@@ -1,0 +1,60 @@
+/*
+Copyright 2026 The fencedlock Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+// Well-known labels and annotations. They are the product's contract with workloads, so they
+// never change within an API version.
+const (
+	// TokenAnnotation carries a fencing token as a decimal string: on a Lease, the lock's current
+	// token; on a pod, the token it was granted; on a fenced object, the token of its last writer.
+	TokenAnnotation = "fencedlock.io/token"
+
+	// RevokedTokenAnnotation on a Lease records the token of the last grant the controller revoked
+	// because it expired, so observers can tell an expiry from a release.
+	RevokedTokenAnnotation = "fencedlock.io/revoked-token"
+
+	// FencedByLabel marks a fenced object; its value is the name of the FencedLock (same
+	// namespace) whose tokens guard writes to it.
+	FencedByLabel = "fencedlock.io/fenced-by"
+
+	// LockLabel on a pod asks for the named FencedLock (same namespace) before the pod may run.
+	LockLabel = "fencedlock.io/lock"
+)
+
+// Condition types and reasons of a FencedLock.
+const (
+	// ConditionReady is True when the backing Lease exists, is owned by the lock and carries a token.
+	ConditionReady = "Ready"
+	// ConditionHeld is True while a holder has the lock.
+	ConditionHeld = "Held"
+
+	ReasonLeaseReady    = "LeaseReady"
+	ReasonLeaseCreating = "LeaseCreating"
+	ReasonLeaseConflict = "LeaseConflict"
+	ReasonAcquired      = "Acquired"
+	ReasonAvailable     = "Available"
+	ReasonReleased      = "Released"
+	ReasonExpired       = "Expired"
+)
+
+// ManagedByLabel and ManagedByValue mark the Leases fencedlock's controller creates, so the
+// manager caches those Leases only and not every Lease of the cluster (node heartbeats, leader
+// elections).
+const (
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "fencedlock"
+)

@@ -1,0 +1,96 @@
+package controllers
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/pkg/token"
+)
+
+// observation is what the controller saw of a Lease and when, on its own clock. Expiry is judged
+// from these local times only (as client-go leaderelection does with observedTime), never by
+// comparing a holder's renewTime with this machine's clock.
+type observation struct {
+	resourceVersion string
+	holder          string
+	token           token.Token
+	// changedAt is when this controller first saw the Lease at resourceVersion: any write by the
+	// holder (a renewal) moves it.
+	changedAt time.Time
+	// acquiredAt is when this controller first saw the current holder with the current token.
+	acquiredAt time.Time
+}
+
+// observer remembers the last observation of each lock. After a restart every lease gets a fresh
+// observation, which can only postpone an expiry, never advance it.
+type observer struct {
+	mu   sync.Mutex
+	seen map[types.NamespacedName]observation
+}
+
+func newObserver() *observer {
+	return &observer{seen: map[types.NamespacedName]observation{}}
+}
+
+// observe records the Lease state seen at now and returns the updated observation and the one it
+// replaced (zero if none).
+func (o *observer) observe(key types.NamespacedName, rv string, st lease.State, now time.Time) (cur, prev observation) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	prev = o.seen[key]
+	cur = nextObservation(prev, rv, st, now)
+	o.seen[key] = cur
+	return cur, prev
+}
+
+func (o *observer) forget(key types.NamespacedName) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.seen, key)
+}
+
+// nextObservation is the pure part of observe.
+func nextObservation(prev observation, rv string, st lease.State, now time.Time) observation {
+	cur := prev
+	if prev.resourceVersion != rv {
+		cur.resourceVersion = rv
+		cur.changedAt = now
+	}
+	if prev.holder != st.Holder || prev.token != st.Token || prev.acquiredAt.IsZero() {
+		cur.holder = st.Holder
+		cur.token = st.Token
+		cur.acquiredAt = now
+	}
+	return cur
+}
+
+// expiryReason says why a grant ends without its holder releasing it.
+type expiryReason string
+
+const (
+	expiryNone     expiryReason = ""
+	expiryLease    expiryReason = "lease"
+	expiryMaxHoldS expiryReason = "max-hold"
+)
+
+// computeExpiry decides whether the current grant has expired at now and, if not, when it will:
+// leaseDuration after the last observed change of the Lease, or maxHold after the grant was first
+// observed. A free lock never expires (zero deadline).
+func computeExpiry(st lease.State, obs observation, maxHold time.Duration, now time.Time) (expiryReason, time.Time) {
+	if !st.Held() {
+		return expiryNone, time.Time{}
+	}
+	reason, deadline := expiryLease, obs.changedAt.Add(st.Duration)
+	if maxHold > 0 {
+		if d := obs.acquiredAt.Add(maxHold); d.Before(deadline) {
+			reason, deadline = expiryMaxHoldS, d
+		}
+	}
+	if now.Before(deadline) {
+		return expiryNone, deadline
+	}
+	return reason, deadline
+}

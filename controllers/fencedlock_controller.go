@@ -1,0 +1,185 @@
+/*
+Copyright 2026 The fencedlock Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package controllers reconciles FencedLocks with their backing Leases.
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
+)
+
+// FencedLockReconciler keeps each FencedLock's Lease in existence, revokes expired grants and
+// mirrors the Lease into the FencedLock status.
+type FencedLockReconciler struct {
+	client.Client
+	// APIReader reads around the cache, to diagnose a Lease the label-selected cache cannot see.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	// Clock is the one clock expiry is judged on.
+	Clock clock.PassiveClock
+
+	observer *observer
+}
+
+// +kubebuilder:rbac:groups=locks.fencedlock.io,resources=fencedlocks,verbs=get;list;watch
+// +kubebuilder:rbac:groups=locks.fencedlock.io,resources=fencedlocks/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile brings one FencedLock's Lease and status up to date.
+func (r *FencedLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var fl locksv1alpha1.FencedLock
+	if err := r.Get(ctx, req.NamespacedName, &fl); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.observer.forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !fl.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // the Lease goes with it (ownerReference)
+	}
+	now := r.Clock.Now()
+
+	l, notReady, err := r.ensureLease(ctx, &fl)
+	if err != nil || l == nil {
+		if notReady != nil {
+			status := *fl.Status.DeepCopy()
+			setReadyCondition(&status, fl.Generation, metav1.ConditionFalse, notReady.reason, notReady.message, now)
+			_, err := r.writeStatus(ctx, &fl, status)
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{}, err // nil: a Lease write was made, its watch event continues the work
+	}
+	st, err := lease.Read(l)
+	if err != nil {
+		return ctrl.Result{}, err // ensureLease has vetted the Lease
+	}
+
+	obs, prev := r.observer.observe(req.NamespacedName, l.ResourceVersion, st, now)
+	reason, deadline := computeExpiry(st, obs, maxHold(&fl), now)
+	if reason != expiryNone {
+		return ctrl.Result{}, r.revoke(ctx, &fl, l, st, reason, now.Sub(obs.acquiredAt))
+	}
+
+	before := *fl.Status.DeepCopy()
+	written, err := r.writeStatus(ctx, &fl, computeStatus(&fl, st, now))
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if written { // events and metrics once per change, even when a write conflicts and is retried
+		r.recordTransition(&fl, l, before, st, prev, now)
+	}
+	if deadline.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	// Wake exactly at the deadline: the only timer this controller sets.
+	return ctrl.Result{RequeueAfter: deadline.Sub(now)}, nil
+}
+
+// writeStatus writes status if it differs from what is stored, and reports whether it did.
+func (r *FencedLockReconciler) writeStatus(ctx context.Context, fl *locksv1alpha1.FencedLock, status locksv1alpha1.FencedLockStatus) (bool, error) {
+	if equality.Semantic.DeepEqual(fl.Status, status) {
+		return false, nil
+	}
+	fl.Status = status
+	if err := r.Status().Update(ctx, fl); err != nil {
+		if apierrors.IsConflict(err) {
+			return false, nil // a newer FencedLock is on its way through the watch
+		}
+		return false, fmt.Errorf("updating status of FencedLock %s/%s: %w", fl.Namespace, fl.Name, err)
+	}
+	return true, nil
+}
+
+// revoke ends an expired grant with a compare-and-swap on the Lease it was judged from.
+func (r *FencedLockReconciler) revoke(ctx context.Context, fl *locksv1alpha1.FencedLock, l *coordinationv1.Lease,
+	st lease.State, reason expiryReason, held time.Duration) error {
+	_, err := lease.CAS(ctx, lease.ClientWriter{Client: r.Client}, l, func(l *coordinationv1.Lease) error {
+		return lease.Revoke(l, st.Holder, st.Token)
+	})
+	if apierrors.IsConflict(err) {
+		return nil // the holder renewed or released meanwhile; its watch event brings a fresh look
+	}
+	if err != nil {
+		return fmt.Errorf("revoking expired grant: %w", err)
+	}
+	expirationsTotal.WithLabelValues(string(reason)).Inc()
+	holdSeconds.Observe(held.Seconds())
+	logf.FromContext(ctx).Info("Revoked expired grant", "holder", st.Holder, "token", st.Token.String(), "reason", reason)
+	note := fmt.Sprintf("Grant of %s (token %s) was not renewed within %s; revoked", st.Holder, st.Token, st.Duration)
+	if reason == expiryMaxHoldS {
+		note = fmt.Sprintf("Grant of %s (token %s) exceeded spec.maxHoldSeconds=%d; revoked", st.Holder, st.Token, *fl.Spec.MaxHoldSeconds)
+	}
+	r.Recorder.Eventf(fl, l, corev1.EventTypeWarning, locksv1alpha1.ReasonExpired, "Revoke", note)
+	return nil
+}
+
+// recordTransition emits events and metrics for the grants and releases between the status before
+// this reconcile and the Lease state now.
+func (r *FencedLockReconciler) recordTransition(fl *locksv1alpha1.FencedLock, l *coordinationv1.Lease,
+	before locksv1alpha1.FencedLockStatus, st lease.State, prev observation, now time.Time) {
+	t := computeTransition(before, st)
+	if t.ended && !t.revoked { // revocations were counted when they were made
+		releasesTotal.Inc()
+		if prev.token.String() == before.Token && !prev.acquiredAt.IsZero() {
+			holdSeconds.Observe(now.Sub(prev.acquiredAt).Seconds())
+		}
+		r.Recorder.Eventf(fl, l, corev1.EventTypeNormal, locksv1alpha1.ReasonReleased, "Release",
+			"Released by %s (token %s)", before.Holder, before.Token)
+	}
+	if t.granted > 0 {
+		grantsTotal.Add(float64(t.granted))
+		r.Recorder.Eventf(fl, l, corev1.EventTypeNormal, locksv1alpha1.ReasonAcquired, "Grant",
+			"Granted to %s with token %s", st.Holder, st.Token)
+	}
+}
+
+func maxHold(fl *locksv1alpha1.FencedLock) time.Duration {
+	if fl.Spec.MaxHoldSeconds == nil {
+		return 0
+	}
+	return time.Duration(*fl.Spec.MaxHoldSeconds) * time.Second
+}
+
+// SetupWithManager sets up the controller with the Manager. The manager's cache must select
+// Leases with lease.Selector().
+func (r *FencedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.observer = newObserver()
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&locksv1alpha1.FencedLock{}).
+		Owns(&coordinationv1.Lease{}).
+		Named("fencedlock").
+		Complete(r)
+}

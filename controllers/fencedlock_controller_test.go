@@ -1,0 +1,317 @@
+package controllers_test
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/pkg/lock"
+	"github.com/fencedlock/fencedlock/pkg/token"
+)
+
+func newNamespace() string {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ctrl-"}}
+	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
+	return ns.Name
+}
+
+func newLock(ns, name string, mutate func(*locksv1alpha1.FencedLock)) *locksv1alpha1.FencedLock {
+	fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if mutate != nil {
+		mutate(fl)
+	}
+	Expect(k8sClient.Create(ctx, fl)).To(Succeed())
+	Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(fl), fl)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(fl.Status.Conditions, locksv1alpha1.ConditionReady)).To(BeTrue())
+	}).Should(Succeed())
+	return fl
+}
+
+func getLock(fl *locksv1alpha1.FencedLock) *locksv1alpha1.FencedLock {
+	out := &locksv1alpha1.FencedLock{}
+	ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKeyFromObject(fl), out)).To(Succeed())
+	return out
+}
+
+func getLease(ns, name string) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{}
+	ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, l)).To(Succeed())
+	return l
+}
+
+func leaseState(ns, name string) lease.State {
+	st, err := lease.Read(getLease(ns, name))
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return st
+}
+
+// poke makes the controller reconcile the lock now (an annotation change is an update event).
+func poke(fl *locksv1alpha1.FencedLock) {
+	cur := getLock(fl)
+	patch := client.MergeFrom(cur.DeepCopy())
+	if cur.Annotations == nil {
+		cur.Annotations = map[string]string{}
+	}
+	cur.Annotations["test/poke"] = fmt.Sprint(time.Now().UnixNano())
+	ExpectWithOffset(1, k8sClient.Patch(ctx, cur, patch)).To(Succeed())
+}
+
+// settle waits until the controller has mirrored the current Lease into the status, i.e. it has
+// observed the Lease's latest state.
+func settle(fl *locksv1alpha1.FencedLock) {
+	EventuallyWithOffset(1, func(g Gomega) {
+		st := leaseState(fl.Namespace, fl.Name)
+		cur := getLock(fl)
+		g.Expect(cur.Status.Holder).To(Equal(st.Holder))
+		g.Expect(cur.Status.Token).To(Equal(st.Token.String()))
+		if st.Held() {
+			g.Expect(cur.Status.RenewTime).NotTo(BeNil())
+			g.Expect(cur.Status.RenewTime.Equal(st.RenewTime)).To(BeTrue())
+		}
+	}).Should(Succeed())
+}
+
+func locker(fl *locksv1alpha1.FencedLock, id string) *lock.Locker {
+	return lock.New(clientset.CoordinationV1(), fl.Namespace, fl.Name, lock.WithIdentity(id))
+}
+
+func events(ns, name string) []string {
+	var list eventsv1.EventList
+	ExpectWithOffset(1, k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == name && e.Regarding.Kind == "FencedLock" {
+			out = append(out, e.Reason+": "+e.Note)
+		}
+	}
+	return out
+}
+
+var _ = BeforeEach(func() {
+	SetDefaultEventuallyTimeout(20 * time.Second)
+	SetDefaultEventuallyPollingInterval(20 * time.Millisecond)
+})
+
+var _ = Describe("FencedLock API validation", func() {
+	It("defaults leaseDurationSeconds to 15", func() {
+		fl := newLock(newNamespace(), "defaults", nil)
+		Expect(fl.Spec.LeaseDurationSeconds).To(Equal(int32(15)))
+	})
+
+	DescribeTable("refuses a bad spec with a message naming the field",
+		func(spec locksv1alpha1.FencedLockSpec, want string) {
+			fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: "default", GenerateName: "bad-"}, Spec: spec}
+			err := k8sClient.Create(ctx, fl)
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).To(ContainSubstring(want))
+		},
+		Entry("lease duration below 1", locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: -1}, "spec.leaseDurationSeconds"),
+		Entry("lease duration above an hour", locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: 3601}, "spec.leaseDurationSeconds"),
+		Entry("max hold below 1", locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: 1, MaxHoldSeconds: ptr.To[int32](0)}, "spec.maxHoldSeconds"),
+		Entry("max hold shorter than the lease", locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: 30, MaxHoldSeconds: ptr.To[int32](10)},
+			"spec.maxHoldSeconds must be at least spec.leaseDurationSeconds"),
+	)
+})
+
+var _ = Describe("FencedLock controller", func() {
+	It("creates, owns and stamps the Lease, and mirrors it into the status", func() {
+		ns := newNamespace()
+		fl := newLock(ns, "settlement", nil)
+
+		l := getLease(ns, "settlement")
+		Expect(metav1.IsControlledBy(l, fl)).To(BeTrue())
+		Expect(l.Labels).To(HaveKeyWithValue(locksv1alpha1.ManagedByLabel, locksv1alpha1.ManagedByValue))
+		Expect(*l.Spec.LeaseDurationSeconds).To(Equal(int32(15)))
+		st := leaseState(ns, "settlement")
+		Expect(st.Initialized()).To(BeTrue())
+		Expect(st.Held()).To(BeFalse())
+		Expect(fl.Status.Token).To(Equal(st.Token.String()))
+		held := meta.FindStatusCondition(fl.Status.Conditions, locksv1alpha1.ConditionHeld)
+		Expect(held.Status).To(Equal(metav1.ConditionFalse))
+		Expect(held.Reason).To(Equal(locksv1alpha1.ReasonAvailable))
+		Expect(held.ObservedGeneration).To(Equal(fl.Generation))
+
+		By("granting, the status shows holder and token")
+		g, err := locker(fl, "worker-a").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(g.Token).To(BeNumerically(">", st.Token))
+		Eventually(func(g2 Gomega) {
+			cur := getLock(fl)
+			g2.Expect(cur.Status.Holder).To(Equal("worker-a"))
+			g2.Expect(cur.Status.Token).To(Equal(g.Token.String()))
+			g2.Expect(cur.Status.LeaseTransitions).To(Equal(int32(1)))
+			g2.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, locksv1alpha1.ConditionHeld)).To(BeTrue())
+		}).Should(Succeed())
+
+		By("releasing, the holder is cleared and the token stays")
+		Expect(g.Release(ctx)).To(Succeed())
+		Eventually(func(g2 Gomega) {
+			cur := getLock(fl)
+			g2.Expect(cur.Status.Holder).To(BeEmpty())
+			g2.Expect(cur.Status.Token).To(Equal(g.Token.String()))
+			g2.Expect(meta.FindStatusCondition(cur.Status.Conditions, locksv1alpha1.ConditionHeld).Reason).To(Equal(locksv1alpha1.ReasonReleased))
+		}).Should(Succeed())
+		Eventually(func() []string { return events(ns, "settlement") }).Should(ContainElements(
+			"Acquired: Granted to worker-a with token "+g.Token.String(),
+			"Released: Released by worker-a (token "+g.Token.String()+")"))
+	})
+
+	It("applies a changed leaseDurationSeconds to the Lease", func() {
+		ns := newNamespace()
+		fl := newLock(ns, "resize", nil)
+		cur := getLock(fl)
+		cur.Spec.LeaseDurationSeconds = 40
+		Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+		Eventually(func() int32 { return *getLease(ns, "resize").Spec.LeaseDurationSeconds }).Should(Equal(int32(40)))
+	})
+
+	It("revokes a grant not renewed within the lease, judged on its own clock", func() {
+		ns := newNamespace()
+		fl := newLock(ns, "expiry", nil)
+		g, err := locker(fl, "paused").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		settle(fl)
+
+		fakeClock.Step(10 * time.Second)
+		Expect(g.Renew(ctx)).To(Succeed())
+		settle(fl) // the controller observed the renewal at +10s
+
+		fakeClock.Step(14 * time.Second) // 24s after the grant, 14s after the renewal
+		poke(fl)
+		Consistently(func() string { return leaseState(ns, "expiry").Holder }, "300ms").Should(Equal("paused"))
+
+		fakeClock.Step(2 * time.Second) // 16s after the renewal
+		poke(fl)
+		Eventually(func() string { return leaseState(ns, "expiry").Holder }).Should(BeEmpty())
+		st := leaseState(ns, "expiry")
+		Expect(st.Token).To(Equal(g.Token), "revocation does not issue a token")
+		Expect(st.RevokedToken).To(Equal(g.Token))
+
+		err = g.Renew(ctx)
+		Expect(lease.IsLost(err)).To(BeTrue())
+		Expect(err.Error()).To(ContainSubstring("revoked"))
+		Expect(g.Lost()).To(BeClosed())
+
+		Eventually(func() string {
+			return meta.FindStatusCondition(getLock(fl).Status.Conditions, locksv1alpha1.ConditionHeld).Reason
+		}).Should(Equal(locksv1alpha1.ReasonExpired))
+		Eventually(func() []string { return events(ns, "expiry") }).Should(ContainElement(
+			"Expired: Grant of paused (token " + g.Token.String() + ") was not renewed within 15s; revoked"))
+
+		next, err := locker(fl, "next").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(next.Token).To(BeNumerically(">", g.Token))
+	})
+
+	It("revokes a grant held longer than maxHoldSeconds even if renewed", func() {
+		ns := newNamespace()
+		fl := newLock(ns, "bounded", func(fl *locksv1alpha1.FencedLock) {
+			fl.Spec.LeaseDurationSeconds = 15
+			fl.Spec.MaxHoldSeconds = ptr.To[int32](20)
+		})
+		g, err := locker(fl, "greedy").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		settle(fl)
+		for _, step := range []time.Duration{10 * time.Second, 9 * time.Second} {
+			fakeClock.Step(step)
+			Expect(g.Renew(ctx)).To(Succeed())
+			settle(fl)
+		}
+		fakeClock.Step(time.Second) // 20s after the grant, 1s after the last renewal
+		poke(fl)
+		Eventually(func() string { return leaseState(ns, "bounded").Holder }).Should(BeEmpty())
+		Eventually(func() []string { return events(ns, "bounded") }).Should(ContainElement(
+			ContainSubstring("exceeded spec.maxHoldSeconds=20")))
+	})
+
+	It("recreates a deleted Lease with a token above every earlier one", func() {
+		ns := newNamespace()
+		fl := newLock(ns, "recreate", nil)
+		g, err := locker(fl, "a").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+
+		old := getLease(ns, "recreate")
+		Expect(k8sClient.Delete(ctx, old)).To(Succeed())
+		Eventually(func(g2 Gomega) {
+			l := &coordinationv1.Lease{}
+			g2.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(old), l)).To(Succeed())
+			g2.Expect(l.UID).NotTo(Equal(old.UID))
+			st, err := lease.Read(l)
+			g2.Expect(err).NotTo(HaveOccurred())
+			g2.Expect(st.Token).To(BeNumerically(">", g.Token))
+		}).Should(Succeed())
+
+		Expect(lease.IsLost(g.Renew(ctx))).To(BeTrue(), "the old grant is gone with its Lease")
+		next, err := locker(fl, "b").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(next.Token).To(BeNumerically(">", g.Token))
+	})
+
+	It("keeps a grant across a controller restart and still expires it afterwards", func() {
+		ns := newNamespace()
+		fl := newLock(ns, "restart", nil)
+		g, err := locker(fl, "survivor").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		settle(fl)
+
+		By("restarting the controller: observations are lost, the grant is not")
+		stopManage()
+		fakeClock.Step(30 * time.Second) // the lease ran out while no controller was looking
+		startManager()
+		poke(fl)
+		Consistently(func() string { return leaseState(ns, "restart").Holder }, "300ms").Should(Equal("survivor"))
+		Expect(g.Renew(ctx)).To(Succeed())
+		Expect(leaseState(ns, "restart").Token).To(Equal(g.Token), "renewals never change the token")
+		settle(fl)
+
+		fakeClock.Step(16 * time.Second)
+		poke(fl)
+		Eventually(func() string { return leaseState(ns, "restart").Holder }).Should(BeEmpty())
+	})
+
+	It("reports a foreign Lease of the same name instead of taking it over", func() {
+		ns := newNamespace()
+		foreign := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("someone-elses-leader")}}
+		Expect(k8sClient.Create(ctx, foreign)).To(Succeed())
+		fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"}}
+		Expect(k8sClient.Create(ctx, fl)).To(Succeed())
+		Eventually(func(g Gomega) {
+			c := meta.FindStatusCondition(getLock(fl).Status.Conditions, locksv1alpha1.ConditionReady)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(locksv1alpha1.ReasonLeaseConflict))
+			g.Expect(c.Message).To(ContainSubstring("delete that Lease or give the lock another name"))
+		}).Should(Succeed())
+		Expect(*getLease(ns, "taken").Spec.HolderIdentity).To(Equal("someone-elses-leader"))
+	})
+
+	It("issues strictly increasing tokens over many grants", func() {
+		ns := newNamespace()
+		fl := newLock(ns, "sequence", nil)
+		var last token.Token
+		for i := range 10 {
+			g, err := locker(fl, fmt.Sprintf("w%d", i)).TryAcquire(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(g.Token).To(BeNumerically(">", last))
+			Expect(strings.TrimLeft(g.Token.String(), "0123456789")).To(BeEmpty(), "decimal string")
+			last = g.Token
+			Expect(g.Release(ctx)).To(Succeed())
+		}
+		Eventually(func() int32 { return getLock(fl).Status.LeaseTransitions }).Should(Equal(int32(10)))
+	})
+})

@@ -1,0 +1,107 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
+)
+
+// leaseProblem explains why a lock has no usable Lease.
+type leaseProblem struct{ reason, message string }
+
+// ensureLease returns the lock's initialized Lease. It returns a nil Lease when it has just
+// written the Lease (the write's watch event brings the next reconcile) or when the Lease cannot
+// be used; the latter comes with a problem to report in the Ready condition.
+func (r *FencedLockReconciler) ensureLease(ctx context.Context, fl *locksv1alpha1.FencedLock) (*coordinationv1.Lease, *leaseProblem, error) {
+	var l coordinationv1.Lease
+	err := r.Get(ctx, client.ObjectKeyFromObject(fl), &l)
+	if apierrors.IsNotFound(err) {
+		problem, err := r.createLease(ctx, fl)
+		return nil, problem, err
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("getting lease: %w", err)
+	}
+	controlled := metav1.IsControlledBy(&l, fl)
+	if !controlled && !ownedByPredecessor(&l, fl) {
+		return nil, conflict(fl), nil
+	}
+	st, err := lease.Read(&l)
+	if err != nil {
+		return nil, &leaseProblem{reason: locksv1alpha1.ReasonLeaseConflict, message: fmt.Sprintf(
+			"The backing Lease carries an invalid token (%v); restore the annotation or delete the Lease", err)}, nil
+	}
+	if controlled && st.Initialized() && !leaseNeedsSync(&l, fl) {
+		return &l, nil, nil
+	}
+	_, err = lease.CAS(ctx, lease.ClientWriter{Client: r.Client}, &l, func(next *coordinationv1.Lease) error {
+		if !controlled {
+			// The lock was deleted and recreated before the garbage collector removed its
+			// Lease: adopt it. Its token only grows, so fencing is unaffected.
+			next.OwnerReferences = nil
+		}
+		if _, err := lease.Initialize(next); err != nil {
+			return err
+		}
+		next.Spec.LeaseDurationSeconds = &fl.Spec.LeaseDurationSeconds
+		return controllerutil.SetControllerReference(fl, next, r.Scheme())
+	})
+	if err != nil && !apierrors.IsConflict(err) {
+		return nil, nil, err
+	}
+	if err == nil && !st.Initialized() {
+		logf.FromContext(ctx).Info("Initialized lease", "token", l.ResourceVersion)
+	}
+	return nil, nil, nil
+}
+
+// createLease creates the lock's Lease; it is stamped with its token by the next reconcile.
+func (r *FencedLockReconciler) createLease(ctx context.Context, fl *locksv1alpha1.FencedLock) (*leaseProblem, error) {
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      fl.Name,
+			Namespace: fl.Namespace,
+			Labels:    map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue},
+		},
+		Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: &fl.Spec.LeaseDurationSeconds},
+	}
+	if err := controllerutil.SetControllerReference(fl, l, r.Scheme()); err != nil {
+		return nil, err
+	}
+	err := r.Create(ctx, l)
+	if apierrors.IsAlreadyExists(err) {
+		// A Lease of this name exists outside our label selection: someone else's Lease.
+		var other coordinationv1.Lease
+		if gerr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(fl), &other); gerr == nil && !metav1.IsControlledBy(&other, fl) {
+			return conflict(fl), nil
+		}
+		return nil, nil // ours after all: the cache catches up
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating lease: %w", err)
+	}
+	logf.FromContext(ctx).Info("Created lease")
+	return &leaseProblem{reason: locksv1alpha1.ReasonLeaseCreating, message: "Creating the backing Lease"}, nil
+}
+
+func conflict(fl *locksv1alpha1.FencedLock) *leaseProblem {
+	return &leaseProblem{reason: locksv1alpha1.ReasonLeaseConflict, message: fmt.Sprintf(
+		"Lease %s/%s exists and is not owned by this FencedLock; delete that Lease or give the lock another name",
+		fl.Namespace, fl.Name)}
+}
+
+// ownedByPredecessor reports whether l is controlled by an earlier FencedLock of the same name.
+func ownedByPredecessor(l *coordinationv1.Lease, fl *locksv1alpha1.FencedLock) bool {
+	ref := metav1.GetControllerOf(l)
+	return ref != nil && ref.Kind == "FencedLock" && ref.Name == fl.Name && ref.UID != fl.UID &&
+		l.Labels[locksv1alpha1.ManagedByLabel] == locksv1alpha1.ManagedByValue
+}

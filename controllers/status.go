@@ -1,0 +1,93 @@
+package controllers
+
+import (
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
+)
+
+// computeStatus mirrors the Lease into a FencedLock status. It starts from the current status so
+// that conditions keep their lastTransitionTime when they do not change.
+func computeStatus(fl *locksv1alpha1.FencedLock, st lease.State, now time.Time) locksv1alpha1.FencedLockStatus {
+	s := *fl.Status.DeepCopy()
+	s.ObservedGeneration = fl.Generation
+	s.Holder = st.Holder
+	s.Token = st.Token.String()
+	s.LeaseTransitions = st.Transitions
+	s.AcquireTime, s.RenewTime = nil, nil
+	if st.Held() {
+		s.AcquireTime, s.RenewTime = st.AcquireTime, st.RenewTime
+	}
+	setReadyCondition(&s, fl.Generation, metav1.ConditionTrue, locksv1alpha1.ReasonLeaseReady,
+		"The backing Lease exists and carries a fencing token", now)
+	setHeldCondition(&s, fl.Generation, st, now)
+	return s
+}
+
+// setHeldCondition sets Held from the Lease state.
+func setHeldCondition(s *locksv1alpha1.FencedLockStatus, gen int64, st lease.State, now time.Time) {
+	switch {
+	case st.Held():
+		setCondition(s, gen, locksv1alpha1.ConditionHeld, metav1.ConditionTrue, locksv1alpha1.ReasonAcquired,
+			fmt.Sprintf("Held by %s with token %s", st.Holder, st.Token), now)
+	case !st.RevokedToken.IsZero() && st.RevokedToken == st.Token:
+		setCondition(s, gen, locksv1alpha1.ConditionHeld, metav1.ConditionFalse, locksv1alpha1.ReasonExpired,
+			fmt.Sprintf("The grant with token %s expired and was revoked; writes need a token of at least %s",
+				st.Token, st.Token), now)
+	case st.Transitions > 0:
+		setCondition(s, gen, locksv1alpha1.ConditionHeld, metav1.ConditionFalse, locksv1alpha1.ReasonReleased,
+			fmt.Sprintf("Released by its last holder (token %s)", st.Token), now)
+	default:
+		setCondition(s, gen, locksv1alpha1.ConditionHeld, metav1.ConditionFalse, locksv1alpha1.ReasonAvailable,
+			"Never acquired", now)
+	}
+}
+
+// setReadyCondition sets Ready.
+func setReadyCondition(s *locksv1alpha1.FencedLockStatus, gen int64, status metav1.ConditionStatus, reason, msg string, now time.Time) {
+	setCondition(s, gen, locksv1alpha1.ConditionReady, status, reason, msg, now)
+}
+
+func setCondition(s *locksv1alpha1.FencedLockStatus, gen int64, typ string, status metav1.ConditionStatus, reason, msg string, now time.Time) {
+	meta.SetStatusCondition(&s.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now),
+	})
+}
+
+// transition is a change of holder the controller observed between two statuses.
+type transition struct {
+	// granted is the number of grants made (0 if none); a burst between two reconciles is counted
+	// from the Lease's transition counter.
+	granted int32
+	// ended is true when the previously observed grant ended, revoked tells whether by expiry.
+	ended   bool
+	revoked bool
+}
+
+// computeTransition compares the previous status with the Lease state now.
+func computeTransition(prev locksv1alpha1.FencedLockStatus, st lease.State) transition {
+	var t transition
+	if st.Token.String() != prev.Token && st.Held() {
+		t.granted = st.Transitions - prev.LeaseTransitions
+		if t.granted < 1 { // the Lease was recreated: its counter restarted
+			t.granted = 1
+		}
+	}
+	if prev.Holder != "" && (!st.Held() || st.Token.String() != prev.Token) {
+		t.ended = true
+		t.revoked = st.RevokedToken.String() == prev.Token
+	}
+	return t
+}
+
+// desiredLeaseSpec reports whether the Lease needs the lock's spec applied.
+func leaseNeedsSync(l *coordinationv1.Lease, fl *locksv1alpha1.FencedLock) bool {
+	return l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds != fl.Spec.LeaseDurationSeconds
+}

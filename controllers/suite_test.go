@@ -1,0 +1,83 @@
+package controllers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/fencedlock/fencedlock/test/util"
+)
+
+// The controller suite runs the FencedLock controller against a real kube-apiserver and etcd on a
+// fake clock, so expiry can be driven step by step.
+var (
+	ctx        context.Context
+	cancel     context.CancelFunc
+	testEnv    *envtest.Environment
+	cfg        *rest.Config
+	k8sClient  client.Client
+	clientset  *kubernetes.Clientset
+	fakeClock  *clocktesting.FakeClock
+	stopManage context.CancelFunc
+)
+
+func TestControllers(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Controller Suite")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	ctx, cancel = context.WithCancel(context.Background())
+
+	var err error
+	testEnv, err = util.NewEnvironment()
+	Expect(err).NotTo(HaveOccurred())
+	cfg, err = testEnv.Start()
+	Expect(err).NotTo(HaveOccurred())
+	k8sClient, err = client.New(cfg, client.Options{Scheme: util.Scheme()})
+	Expect(err).NotTo(HaveOccurred())
+	clientset = kubernetes.NewForConfigOrDie(cfg)
+
+	fakeClock = clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	startManager()
+})
+
+// startManager starts a fresh manager, as after a process restart: no observations survive.
+func startManager() {
+	mgr, err := util.NewManager(cfg, fakeClock)
+	Expect(err).NotTo(HaveOccurred())
+	var mctx context.Context
+	mctx, stopManage = context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		Expect(mgr.Start(mctx)).To(Succeed())
+	}()
+	stop := stopManage
+	stopManage = func() { stop(); <-done }
+	Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue())
+}
+
+var _ = AfterSuite(func() {
+	if stopManage != nil {
+		stopManage()
+	}
+	cancel()
+	if testEnv != nil {
+		Expect(testEnv.Stop()).To(Succeed())
+	}
+})
+

@@ -1,0 +1,251 @@
+// Package lease is the single implementation of fencedlock's state machine on a
+// coordination.k8s.io/v1 Lease: initialize, grant, renew, release and revoke. Every transition is
+// a pure function on a copy of the Lease followed by one compare-and-swap write (an update
+// conditioned on the resourceVersion the transition was computed from), so two writers can never
+// both succeed from the same state.
+//
+// The fencing token of a grant is the resourceVersion the granting update was conditioned on. It
+// is written in that same update as annotation fencedlock.io/token, so a holder never exists
+// without its token, and it is strictly greater than every earlier token of the lock: each grant
+// is conditioned on a resourceVersion produced after the previous grant's write, and etcd
+// revisions only grow (see docs/design.md for the argument and the one way to break it).
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/token"
+)
+
+// State is what a Lease says about its lock.
+type State struct {
+	// Holder is the current holder's identity; empty when the lock is free.
+	Holder string
+	// Token is the lock's current token: the holder's, or the last grant's when free. Zero until
+	// the controller has initialized the Lease.
+	Token token.Token
+	// RevokedToken is the token of the last grant the controller revoked, zero if none.
+	RevokedToken token.Token
+	// AcquireTime and RenewTime are the holder's own claims, informational only: expiry is judged
+	// by observation on one clock, never by comparing these with another machine's clock.
+	AcquireTime *metav1.MicroTime
+	RenewTime   *metav1.MicroTime
+	// Transitions counts grants since the Lease was created.
+	Transitions int32
+	// Duration is the lease duration holders must renew within.
+	Duration time.Duration
+}
+
+// Held reports whether someone holds the lock.
+func (s State) Held() bool { return s.Holder != "" }
+
+// Initialized reports whether the Lease carries a token, i.e. the controller has stamped it.
+func (s State) Initialized() bool { return !s.Token.IsZero() }
+
+// Read parses the lock state a Lease carries.
+func Read(l *coordinationv1.Lease) (State, error) {
+	s := State{
+		AcquireTime: l.Spec.AcquireTime,
+		RenewTime:   l.Spec.RenewTime,
+	}
+	if l.Spec.HolderIdentity != nil {
+		s.Holder = *l.Spec.HolderIdentity
+	}
+	if l.Spec.LeaseTransitions != nil {
+		s.Transitions = *l.Spec.LeaseTransitions
+	}
+	if l.Spec.LeaseDurationSeconds != nil {
+		s.Duration = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+	}
+	var err error
+	if v, ok := l.Annotations[locksv1alpha1.TokenAnnotation]; ok {
+		if s.Token, err = token.Parse(v); err != nil {
+			return s, fmt.Errorf("lease %s/%s: annotation %s: %w", l.Namespace, l.Name, locksv1alpha1.TokenAnnotation, err)
+		}
+	}
+	if v, ok := l.Annotations[locksv1alpha1.RevokedTokenAnnotation]; ok {
+		if s.RevokedToken, err = token.Parse(v); err != nil {
+			return s, fmt.Errorf("lease %s/%s: annotation %s: %w", l.Namespace, l.Name, locksv1alpha1.RevokedTokenAnnotation, err)
+		}
+	}
+	return s, nil
+}
+
+// ErrNotInitialized means the Lease has no token yet: the controller has not stamped it.
+var ErrNotInitialized = errors.New("lease not initialized by the fencedlock controller yet")
+
+// HeldError means the lock is held by someone else.
+type HeldError struct {
+	Holder string
+	Token  token.Token
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("lock is held by %q with token %s", e.Holder, e.Token)
+}
+
+// LostError means the caller's grant no longer exists: the Lease has another holder or token.
+type LostError struct {
+	Holder    string      // the caller
+	Token     token.Token // the caller's token
+	NowHolder string      // the Lease's holder now, empty if free
+	NowToken  token.Token // the Lease's token now
+	Revoked   bool        // the controller revoked the caller's grant because it expired
+}
+
+func (e *LostError) Error() string {
+	why := "released"
+	switch {
+	case e.Revoked:
+		why = "revoked by the controller because it expired"
+	case e.NowToken != e.Token:
+		why = fmt.Sprintf("superseded by token %s", e.NowToken)
+	}
+	return fmt.Sprintf("grant of %q with token %s was lost: %s", e.Holder, e.Token, why)
+}
+
+// IsHeld reports whether err says the lock is held by someone else.
+func IsHeld(err error) bool { var h *HeldError; return errors.As(err, &h) }
+
+// IsLost reports whether err says the caller's grant is gone.
+func IsLost(err error) bool { var l *LostError; return errors.As(err, &l) }
+
+// Initialize stamps an unstamped Lease with token = its own resourceVersion and no holder. Every
+// token issued on an earlier incarnation of the Lease is lower than this one (etcd revisions are
+// global), so a recreated Lease supersedes all earlier grants. It is a no-op on a stamped Lease.
+func Initialize(l *coordinationv1.Lease) (changed bool, err error) {
+	s, err := Read(l)
+	if err != nil {
+		return false, err
+	}
+	if s.Initialized() {
+		return false, nil
+	}
+	tok, err := token.FromResourceVersion(l.ResourceVersion)
+	if err != nil {
+		return false, err
+	}
+	setAnnotation(l, locksv1alpha1.TokenAnnotation, tok.String())
+	l.Spec.HolderIdentity = nil
+	return true, nil
+}
+
+// Grant makes holder the lock's holder, with the resourceVersion l was read at as its token.
+func Grant(l *coordinationv1.Lease, holder string, now time.Time) (token.Token, error) {
+	if holder == "" {
+		return 0, errors.New("holder identity must not be empty")
+	}
+	s, err := Read(l)
+	if err != nil {
+		return 0, err
+	}
+	if !s.Initialized() {
+		return 0, ErrNotInitialized
+	}
+	if s.Held() {
+		return 0, &HeldError{Holder: s.Holder, Token: s.Token}
+	}
+	tok, err := token.FromResourceVersion(l.ResourceVersion)
+	if err != nil {
+		return 0, err
+	}
+	if tok <= s.Token {
+		// Only possible if etcd's revision went backwards, e.g. a snapshot restored without
+		// `etcdutl snapshot restore --bump-revision`: issuing this token would break fencing.
+		return 0, fmt.Errorf("refusing to grant token %s: not above the lock's current token %s "+
+			"(etcd revision went backwards; was etcd restored without --bump-revision?)", tok, s.Token)
+	}
+	t := metav1.NewMicroTime(now)
+	setAnnotation(l, locksv1alpha1.TokenAnnotation, tok.String())
+	l.Spec.HolderIdentity = &holder
+	l.Spec.AcquireTime = &t
+	l.Spec.RenewTime = &t
+	transitions := s.Transitions + 1
+	l.Spec.LeaseTransitions = &transitions
+	return tok, nil
+}
+
+// checkHolder returns a LostError unless holder holds the lock with tok.
+func checkHolder(l *coordinationv1.Lease, holder string, tok token.Token) error {
+	s, err := Read(l)
+	if err != nil {
+		return err
+	}
+	if s.Holder != holder || s.Token != tok {
+		return &LostError{Holder: holder, Token: tok, NowHolder: s.Holder, NowToken: s.Token,
+			Revoked: s.RevokedToken == tok}
+	}
+	return nil
+}
+
+// Renew records a renewal by holder; the token never changes.
+func Renew(l *coordinationv1.Lease, holder string, tok token.Token, now time.Time) error {
+	if err := checkHolder(l, holder, tok); err != nil {
+		return err
+	}
+	t := metav1.NewMicroTime(now)
+	l.Spec.RenewTime = &t
+	return nil
+}
+
+// Release frees the lock; only the holder with its token may do so. The token stays on the Lease
+// so the fence keeps refusing lower tokens.
+func Release(l *coordinationv1.Lease, holder string, tok token.Token) error {
+	if err := checkHolder(l, holder, tok); err != nil {
+		return err
+	}
+	l.Spec.HolderIdentity = nil
+	return nil
+}
+
+// Revoke frees the lock on behalf of the controller after the holder's lease expired, and records
+// the revoked token so the holder and observers can tell why.
+func Revoke(l *coordinationv1.Lease, holder string, tok token.Token) error {
+	if err := checkHolder(l, holder, tok); err != nil {
+		return err
+	}
+	l.Spec.HolderIdentity = nil
+	setAnnotation(l, locksv1alpha1.RevokedTokenAnnotation, tok.String())
+	return nil
+}
+
+func setAnnotation(l *coordinationv1.Lease, k, v string) {
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[k] = v
+}
+
+// Writer writes a Lease with its resourceVersion as a precondition and returns what was stored.
+type Writer interface {
+	Update(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error)
+}
+
+// CAS applies mutate to a copy of cur and writes the copy conditioned on cur's resourceVersion.
+// It fails with a Conflict error (apierrors.IsConflict) if the Lease changed since cur was read,
+// and without writing if mutate fails. cur is never modified.
+func CAS(ctx context.Context, w Writer, cur *coordinationv1.Lease, mutate func(*coordinationv1.Lease) error) (*coordinationv1.Lease, error) {
+	if cur.ResourceVersion == "" {
+		return nil, errors.New("lease CAS needs a resourceVersion to condition on")
+	}
+	next := cur.DeepCopy()
+	if err := mutate(next); err != nil {
+		return nil, err
+	}
+	out, err := w.Update(ctx, next)
+	if err != nil {
+		if apierrors.IsConflict(err) {
+			return nil, err // callers test IsConflict; keep the API error unwrapped
+		}
+		return nil, fmt.Errorf("updating lease %s/%s: %w", cur.Namespace, cur.Name, err)
+	}
+	return out, nil
+}
