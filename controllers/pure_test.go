@@ -1,0 +1,141 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/pkg/token"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func held(holder string, tok uint64) lease.State {
+	return lease.State{Holder: holder, Token: tokenOf(tok), Duration: 15 * time.Second, Transitions: 1}
+}
+
+func TestNextObservation(t *testing.T) {
+	a := held("a", 10)
+	first := nextObservation(observation{}, "11", a, t0)
+	if !first.changedAt.Equal(t0) || !first.acquiredAt.Equal(t0) {
+		t.Fatalf("first observation %+v", first)
+	}
+	same := nextObservation(first, "11", a, t0.Add(5*time.Second))
+	if same != first {
+		t.Fatalf("an unchanged lease must not move the observation: %+v", same)
+	}
+	renewed := nextObservation(first, "12", a, t0.Add(5*time.Second))
+	if !renewed.changedAt.Equal(t0.Add(5*time.Second)) || !renewed.acquiredAt.Equal(t0) {
+		t.Fatalf("a renewal moves changedAt only: %+v", renewed)
+	}
+	regrant := nextObservation(renewed, "14", held("b", 13), t0.Add(7*time.Second))
+	if !regrant.acquiredAt.Equal(t0.Add(7 * time.Second)) {
+		t.Fatalf("a new grant moves acquiredAt: %+v", regrant)
+	}
+}
+
+func TestComputeExpiry(t *testing.T) {
+	obs := observation{changedAt: t0.Add(10 * time.Second), acquiredAt: t0}
+	cases := []struct {
+		name         string
+		st           lease.State
+		maxHold      time.Duration
+		now          time.Time
+		wantReason   expiryReason
+		wantDeadline time.Time
+	}{
+		{"free lock never expires", lease.State{Token: tokenOf(5), Duration: 15 * time.Second}, 0, t0.Add(time.Hour), expiryNone, time.Time{}},
+		{"just before the lease deadline", held("a", 5), 0, t0.Add(25*time.Second - time.Nanosecond), expiryNone, t0.Add(25 * time.Second)},
+		{"at the lease deadline", held("a", 5), 0, t0.Add(25 * time.Second), expiryLease, t0.Add(25 * time.Second)},
+		{"max hold earlier than the lease", held("a", 5), 20 * time.Second, t0.Add(19 * time.Second), expiryNone, t0.Add(20 * time.Second)},
+		{"max hold reached", held("a", 5), 20 * time.Second, t0.Add(20 * time.Second), expiryMaxHoldS, t0.Add(20 * time.Second)},
+		{"max hold later than the lease", held("a", 5), time.Hour, t0.Add(26 * time.Second), expiryLease, t0.Add(25 * time.Second)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			reason, deadline := computeExpiry(tc.st, obs, tc.maxHold, tc.now)
+			if reason != tc.wantReason || !deadline.Equal(tc.wantDeadline) {
+				t.Fatalf("computeExpiry = %q, %v; want %q, %v", reason, deadline, tc.wantReason, tc.wantDeadline)
+			}
+		})
+	}
+}
+
+func TestComputeTransition(t *testing.T) {
+	prevHeld := locksv1alpha1.FencedLockStatus{Holder: "a", Token: "10", LeaseTransitions: 3}
+	prevFree := locksv1alpha1.FencedLockStatus{Token: "10", LeaseTransitions: 3}
+	revoked := lease.State{Token: tokenOf(10), RevokedToken: tokenOf(10), Transitions: 3}
+	cases := []struct {
+		name string
+		prev locksv1alpha1.FencedLockStatus
+		st   lease.State
+		want transition
+	}{
+		{"nothing happened", prevHeld, lease.State{Holder: "a", Token: tokenOf(10), Transitions: 3}, transition{}},
+		{"released", prevHeld, lease.State{Token: tokenOf(10), Transitions: 3}, transition{ended: true}},
+		{"revoked", prevHeld, revoked, transition{ended: true, revoked: true}},
+		{"granted from free", prevFree, lease.State{Holder: "b", Token: tokenOf(12), Transitions: 4}, transition{granted: 1}},
+		{"handed over between reconciles", prevHeld, lease.State{Holder: "c", Token: tokenOf(20), Transitions: 6},
+			transition{granted: 3, ended: true}},
+		{"lease recreated: counter restarted", prevFree, lease.State{Holder: "b", Token: tokenOf(30), Transitions: 1}, transition{granted: 1}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := computeTransition(tc.prev, tc.st); got != tc.want {
+				t.Fatalf("computeTransition = %+v; want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestComputeStatus(t *testing.T) {
+	fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Generation: 4}}
+	renew := metav1.NewMicroTime(t0)
+	cases := []struct {
+		name       string
+		st         lease.State
+		wantHeld   metav1.ConditionStatus
+		wantReason string
+	}{
+		{"held", lease.State{Holder: "a", Token: tokenOf(7), Transitions: 1, RenewTime: &renew, AcquireTime: &renew},
+			metav1.ConditionTrue, locksv1alpha1.ReasonAcquired},
+		{"never acquired", lease.State{Token: tokenOf(7)}, metav1.ConditionFalse, locksv1alpha1.ReasonAvailable},
+		{"released", lease.State{Token: tokenOf(7), Transitions: 1}, metav1.ConditionFalse, locksv1alpha1.ReasonReleased},
+		{"expired", lease.State{Token: tokenOf(7), RevokedToken: tokenOf(7), Transitions: 1}, metav1.ConditionFalse, locksv1alpha1.ReasonExpired},
+		{"revoked earlier, released now", lease.State{Token: tokenOf(9), RevokedToken: tokenOf(7), Transitions: 2},
+			metav1.ConditionFalse, locksv1alpha1.ReasonReleased},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := computeStatus(fl, tc.st, t0)
+			if s.Token != "7" && s.Token != "9" || s.ObservedGeneration != 4 {
+				t.Fatalf("status %+v", s)
+			}
+			var heldCond *metav1.Condition
+			for i := range s.Conditions {
+				if s.Conditions[i].Type == locksv1alpha1.ConditionHeld {
+					heldCond = &s.Conditions[i]
+				}
+			}
+			if heldCond == nil || heldCond.Status != tc.wantHeld || heldCond.Reason != tc.wantReason || heldCond.ObservedGeneration != 4 {
+				t.Fatalf("Held condition %+v; want %s/%s", heldCond, tc.wantHeld, tc.wantReason)
+			}
+			if (s.RenewTime != nil) != tc.st.Held() {
+				t.Fatalf("renewTime shown for a free lock or hidden for a held one: %+v", s)
+			}
+		})
+	}
+	// An unchanged condition keeps its lastTransitionTime.
+	first := computeStatus(fl, lease.State{Token: tokenOf(7)}, t0)
+	fl2 := fl.DeepCopy()
+	fl2.Status = first
+	second := computeStatus(fl2, lease.State{Token: tokenOf(7)}, t0.Add(time.Hour))
+	if !second.Conditions[0].LastTransitionTime.Equal(&first.Conditions[0].LastTransitionTime) {
+		t.Fatal("lastTransitionTime moved without a transition")
+	}
+}
+
+func tokenOf(v uint64) token.Token { return token.Token(v) }

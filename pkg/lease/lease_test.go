@@ -1,0 +1,159 @@
+package lease
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/token"
+)
+
+var now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// mk builds a Lease at resourceVersion rv with the given holder and token annotation.
+func mk(rv, holder, tok string) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lock", ResourceVersion: rv},
+		Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](15)}}
+	if holder != "" {
+		l.Spec.HolderIdentity = ptr.To(holder)
+	}
+	if tok != "" {
+		l.Annotations = map[string]string{locksv1alpha1.TokenAnnotation: tok}
+	}
+	return l
+}
+
+func TestInitialize(t *testing.T) {
+	l := mk("100", "", "")
+	changed, err := Initialize(l)
+	if err != nil || !changed {
+		t.Fatalf("Initialize = %v, %v", changed, err)
+	}
+	if got := l.Annotations[locksv1alpha1.TokenAnnotation]; got != "100" {
+		t.Fatalf("token = %q, want the Lease's resourceVersion", got)
+	}
+	if changed, err := Initialize(mk("120", "", "100")); err != nil || changed {
+		t.Fatalf("Initialize of a stamped lease = %v, %v; want no-op", changed, err)
+	}
+	if _, err := Initialize(mk("", "", "")); err == nil {
+		t.Fatal("Initialize without resourceVersion must fail")
+	}
+}
+
+func TestGrant(t *testing.T) {
+	cases := []struct {
+		name      string
+		lease     *coordinationv1.Lease
+		holder    string
+		wantToken token.Token
+		wantErr   func(error) bool
+	}{
+		{name: "free lock: token is the resourceVersion read", lease: mk("105", "", "100"), holder: "a", wantToken: 105},
+		{name: "held lock", lease: mk("105", "b", "101"), holder: "a", wantErr: IsHeld},
+		{name: "held by the same identity is still held", lease: mk("105", "a", "101"), holder: "a", wantErr: IsHeld},
+		{name: "not initialized", lease: mk("105", "", ""), holder: "a",
+			wantErr: func(err error) bool { return errors.Is(err, ErrNotInitialized) }},
+		{name: "revision went backwards", lease: mk("90", "", "100"), holder: "a",
+			wantErr: func(err error) bool { return err != nil }},
+		{name: "equal revision", lease: mk("100", "", "100"), holder: "a",
+			wantErr: func(err error) bool { return err != nil }},
+		{name: "empty holder", lease: mk("105", "", "100"), holder: "",
+			wantErr: func(err error) bool { return err != nil }},
+		{name: "malformed token annotation", lease: mk("105", "", "1e3"), holder: "a",
+			wantErr: func(err error) bool { return errors.Is(err, token.ErrMalformed) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tok, err := Grant(tc.lease, tc.holder, now)
+			if tc.wantErr != nil {
+				if !tc.wantErr(err) {
+					t.Fatalf("Grant error = %v", err)
+				}
+				return
+			}
+			if err != nil || tok != tc.wantToken {
+				t.Fatalf("Grant = %v, %v; want %v", tok, err, tc.wantToken)
+			}
+			st, err := Read(tc.lease)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Holder != tc.holder || st.Token != tok || st.Transitions != 1 || !st.AcquireTime.Time.Equal(now) {
+				t.Fatalf("state after grant = %+v", st)
+			}
+		})
+	}
+}
+
+func TestRenewReleaseRevoke(t *testing.T) {
+	later := now.Add(5 * time.Second)
+	type op func(l *coordinationv1.Lease, holder string, tok token.Token) error
+	renew := func(l *coordinationv1.Lease, h string, tk token.Token) error { return Renew(l, h, tk, later) }
+	ops := map[string]op{"renew": renew, "release": Release, "revoke": Revoke}
+	for name, fn := range ops {
+		t.Run(name+" by the holder", func(t *testing.T) {
+			l := mk("110", "a", "105")
+			if err := fn(l, "a", 105); err != nil {
+				t.Fatal(err)
+			}
+			st, _ := Read(l)
+			if st.Token != 105 {
+				t.Fatalf("token changed to %v", st.Token)
+			}
+			switch name {
+			case "renew":
+				if st.Holder != "a" || !st.RenewTime.Time.Equal(later) {
+					t.Fatalf("renew state %+v", st)
+				}
+			case "release":
+				if st.Held() || st.RevokedToken != 0 {
+					t.Fatalf("release state %+v", st)
+				}
+			case "revoke":
+				if st.Held() || st.RevokedToken != 105 {
+					t.Fatalf("revoke state %+v", st)
+				}
+			}
+		})
+		for _, bad := range []struct {
+			desc   string
+			lease  *coordinationv1.Lease
+			holder string
+			tok    token.Token
+		}{
+			{"wrong token", mk("110", "a", "105"), "a", 104},
+			{"other holder", mk("110", "b", "107"), "a", 105},
+			{"free lock", mk("110", "", "105"), "a", 105},
+		} {
+			t.Run(name+" "+bad.desc, func(t *testing.T) {
+				before := bad.lease.DeepCopy()
+				err := fn(bad.lease, bad.holder, bad.tok)
+				if !IsLost(err) {
+					t.Fatalf("err = %v; want LostError", err)
+				}
+				if bad.lease.Spec.HolderIdentity != nil && *bad.lease.Spec.HolderIdentity != *before.Spec.HolderIdentity {
+					t.Fatal("a refused transition modified the lease")
+				}
+			})
+		}
+	}
+}
+
+func TestLostErrorSaysWhy(t *testing.T) {
+	l := mk("110", "", "105")
+	l.Annotations[locksv1alpha1.RevokedTokenAnnotation] = "105"
+	err := Renew(l, "a", 105, now)
+	var lost *LostError
+	if !errors.As(err, &lost) || !lost.Revoked {
+		t.Fatalf("err = %v; want revoked LostError", err)
+	}
+	err = Renew(mk("120", "b", "115"), "a", 105, now)
+	if !errors.As(err, &lost) || lost.NowToken != 115 || lost.Revoked {
+		t.Fatalf("err = %v; want superseded LostError", err)
+	}
+}

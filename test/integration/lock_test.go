@@ -1,0 +1,169 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/pkg/lock"
+	"github.com/fencedlock/fencedlock/pkg/token"
+)
+
+func newNamespace() string {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "it-"}}
+	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
+	return ns.Name
+}
+
+// newLock creates a FencedLock and waits until its Lease is ready.
+func newLock(ns, name string, leaseSeconds int32) *locksv1alpha1.FencedLock {
+	fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: leaseSeconds}}
+	Expect(k8sClient.Create(ctx, fl)).To(Succeed())
+	Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(fl), fl)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(fl.Status.Conditions, locksv1alpha1.ConditionReady)).To(BeTrue())
+	}, 20*time.Second, 20*time.Millisecond).Should(Succeed())
+	return fl
+}
+
+func locker(ns, name, id string) *lock.Locker {
+	return lock.New(clientset.CoordinationV1(), ns, name, lock.WithIdentity(id))
+}
+
+var _ = Describe("Go client", func() {
+	It("acquires, renews and releases; a second acquirer waits and then gets a higher token", func() {
+		ns := newNamespace()
+		newLock(ns, "jobs", 15)
+		a, err := locker(ns, "jobs", "a").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+
+		_, err = locker(ns, "jobs", "b").TryAcquire(ctx)
+		Expect(lease.IsHeld(err)).To(BeTrue(), "TryAcquire on a held lock: %v", err)
+
+		got := make(chan *lock.Grant, 1)
+		go func() {
+			defer GinkgoRecover()
+			g, err := locker(ns, "jobs", "b").Acquire(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			got <- g
+		}()
+		Consistently(got, "500ms").ShouldNot(Receive())
+
+		Expect(a.Renew(ctx)).To(Succeed())
+		Expect(a.Release(ctx)).To(Succeed())
+		var b *lock.Grant
+		Eventually(got, 10*time.Second).Should(Receive(&b))
+		Expect(b.Token).To(BeNumerically(">", a.Token))
+
+		By("the old holder can neither renew nor release any more")
+		Expect(lease.IsLost(a.Renew(ctx))).To(BeTrue())
+		Expect(lease.IsLost(a.Release(ctx))).To(BeTrue())
+		Expect(b.Release(ctx)).To(Succeed())
+	})
+
+	It("reports a missing lock", func() {
+		_, err := locker(newNamespace(), "nope", "a").TryAcquire(ctx)
+		Expect(errors.Is(err, lock.ErrNoLease)).To(BeTrue(), "%v", err)
+	})
+
+	It("waits for a lock that does not exist yet", func() {
+		ns := newNamespace()
+		got := make(chan *lock.Grant, 1)
+		go func() {
+			defer GinkgoRecover()
+			g, err := locker(ns, "later", "a").Acquire(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			got <- g
+		}()
+		Consistently(got, "300ms").ShouldNot(Receive())
+		newLock(ns, "later", 15)
+		Eventually(got, 10*time.Second).Should(Receive())
+	})
+
+	It("gives up waiting when the context ends", func() {
+		ns := newNamespace()
+		newLock(ns, "busy", 15)
+		_, err := locker(ns, "busy", "a").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		wctx, wcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer wcancel()
+		_, err = locker(ns, "busy", "b").Acquire(wctx)
+		Expect(errors.Is(err, context.DeadlineExceeded)).To(BeTrue(), "%v", err)
+	})
+
+	It("never has two holders at once among concurrent acquirers, and tokens strictly increase", func() {
+		ns := newNamespace()
+		newLock(ns, "contended", 15)
+		const workers, rounds = 6, 5
+		var (
+			mu      sync.Mutex
+			holding string
+			tokens  []token.Token
+			wg      sync.WaitGroup
+		)
+		for w := range workers {
+			wg.Go(func() {
+				defer GinkgoRecover()
+				id := fmt.Sprintf("w%d", w)
+				l := locker(ns, "contended", id)
+				for range rounds {
+					g, err := l.Acquire(ctx)
+					Expect(err).NotTo(HaveOccurred())
+					mu.Lock()
+					Expect(holding).To(BeEmpty(), "%s acquired while %s held the lock", id, holding)
+					holding = id
+					tokens = append(tokens, g.Token)
+					mu.Unlock()
+					time.Sleep(time.Millisecond)
+					mu.Lock()
+					holding = ""
+					mu.Unlock()
+					Expect(g.Release(ctx)).To(Succeed())
+				}
+			})
+		}
+		wg.Wait()
+		Expect(tokens).To(HaveLen(workers * rounds))
+		for i := 1; i < len(tokens); i++ {
+			Expect(tokens[i]).To(BeNumerically(">", tokens[i-1]), "grant %d", i)
+		}
+	})
+
+	It("loses an unrenewed grant after the lease duration; KeepAlive keeps a grant", func() {
+		ns := newNamespace()
+		newLock(ns, "short", 1)
+		idle, err := locker(ns, "short", "idle").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		start := time.Now()
+		Eventually(func() string {
+			st, err := lease.Read(getLease(ns, "short"))
+			Expect(err).NotTo(HaveOccurred())
+			return st.Holder
+		}, 10*time.Second, 10*time.Millisecond).Should(BeEmpty())
+		Expect(time.Since(start)).To(BeNumerically(">=", 900*time.Millisecond), "revoked before the lease ran out")
+		Expect(lease.IsLost(idle.Renew(ctx))).To(BeTrue())
+		Expect(idle.Lost()).To(BeClosed())
+
+		kept, err := locker(ns, "short", "kept").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(kept.Token).To(BeNumerically(">", idle.Token))
+		kctx, kcancel := context.WithCancel(ctx)
+		defer kcancel()
+		kept.KeepAlive(kctx, 0)
+		Consistently(kept.Lost(), "3s").ShouldNot(BeClosed())
+		Expect(kept.Release(ctx)).To(Succeed())
+	})
+})
