@@ -173,8 +173,8 @@ func Grant(l *coordinationv1.Lease, holder string, now time.Time) (token.Token, 
 	return tok, nil
 }
 
-// checkHolder returns a LostError unless holder holds the lock with tok.
-func checkHolder(l *coordinationv1.Lease, holder string, tok token.Token) error {
+// CheckHolder returns a LostError unless holder holds the lock with tok.
+func CheckHolder(l *coordinationv1.Lease, holder string, tok token.Token) error {
 	s, err := Read(l)
 	if err != nil {
 		return err
@@ -188,7 +188,7 @@ func checkHolder(l *coordinationv1.Lease, holder string, tok token.Token) error 
 
 // Renew records a renewal by holder; the token never changes.
 func Renew(l *coordinationv1.Lease, holder string, tok token.Token, now time.Time) error {
-	if err := checkHolder(l, holder, tok); err != nil {
+	if err := CheckHolder(l, holder, tok); err != nil {
 		return err
 	}
 	t := metav1.NewMicroTime(now)
@@ -199,7 +199,7 @@ func Renew(l *coordinationv1.Lease, holder string, tok token.Token, now time.Tim
 // Release frees the lock; only the holder with its token may do so. The token stays on the Lease
 // so the fence keeps refusing lower tokens.
 func Release(l *coordinationv1.Lease, holder string, tok token.Token) error {
-	if err := checkHolder(l, holder, tok); err != nil {
+	if err := CheckHolder(l, holder, tok); err != nil {
 		return err
 	}
 	l.Spec.HolderIdentity = nil
@@ -209,7 +209,7 @@ func Release(l *coordinationv1.Lease, holder string, tok token.Token) error {
 // Revoke frees the lock on behalf of the controller after the holder's lease expired, and records
 // the revoked token so the holder and observers can tell why.
 func Revoke(l *coordinationv1.Lease, holder string, tok token.Token) error {
-	if err := checkHolder(l, holder, tok); err != nil {
+	if err := CheckHolder(l, holder, tok); err != nil {
 		return err
 	}
 	l.Spec.HolderIdentity = nil

@@ -43,6 +43,7 @@ type Locker struct {
 	name      string
 	identity  string
 	clock     clock.WithTicker
+	onWait    func(lease.State)
 }
 
 // Option configures a Locker.
@@ -54,6 +55,10 @@ func WithIdentity(id string) Option { return func(l *Locker) { l.identity = id }
 
 // WithClock sets the clock used for lease timestamps and renewal timing.
 func WithClock(c clock.WithTicker) Option { return func(l *Locker) { l.clock = c } }
+
+// WithWaitCallback sets a function Acquire calls whenever it finds the lock held by a new holder
+// (or not yet initialized), e.g. to show progress.
+func WithWaitCallback(f func(lease.State)) Option { return func(l *Locker) { l.onWait = f } }
 
 // New returns a Locker for FencedLock namespace/name.
 func New(leases coordinationv1client.LeasesGetter, namespace, name string, opts ...Option) *Locker {
@@ -142,14 +147,20 @@ func (l *Locker) acquireOnce(ctx context.Context) (*Grant, error) {
 		return nil, fmt.Errorf("lock %s: watching lease: %w", l.key(), err)
 	}
 	defer w.Stop()
+	var seen lease.State
 	for {
 		if cur != nil {
 			g, err := l.grant(ctx, cur)
 			switch {
 			case err == nil:
 				return g, nil
-			case apierrors.IsConflict(err), lease.IsHeld(err), errors.Is(err, lease.ErrNotInitialized):
-				// wait for the next change
+			case apierrors.IsConflict(err):
+				// someone else wrote first; its event follows
+			case lease.IsHeld(err), errors.Is(err, lease.ErrNotInitialized):
+				if st, _ := lease.Read(cur); l.onWait != nil && (st.Holder != seen.Holder || st.Token != seen.Token) {
+					seen = st
+					l.onWait(st)
+				}
 			default:
 				return nil, err
 			}
@@ -176,6 +187,23 @@ func (l *Locker) acquireOnce(ctx context.Context) (*Grant, error) {
 			}
 		}
 	}
+}
+
+// Attach returns the grant this Locker's identity holds with tok, e.g. to renew or release from
+// another process than the one that acquired. It fails with a LostError if the lock has another
+// holder or token.
+func (l *Locker) Attach(ctx context.Context, tok token.Token) (*Grant, error) {
+	cur, err := l.leases.Get(ctx, l.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("lock %s: %w", l.key(), ErrNoLease)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: reading lease: %w", l.key(), err)
+	}
+	if err := lease.CheckHolder(cur, l.identity, tok); err != nil {
+		return nil, err
+	}
+	return &Grant{locker: l, Token: tok, lease: cur, renewedAt: l.clock.Now(), lost: make(chan struct{})}, nil
 }
 
 // grant tries one compare-and-swap from cur. Conflicts are returned unwrapped.

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lock"
+)
+
+// options are what every subcommand shares: kubeconfig flags and streams.
+type options struct {
+	flags   *genericclioptions.ConfigFlags
+	streams genericiooptions.IOStreams
+}
+
+func (o *options) namespace() (string, error) {
+	ns, _, err := o.flags.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return "", fmt.Errorf("resolving namespace: %w", err)
+	}
+	return ns, nil
+}
+
+func (o *options) clients() (client.Client, *kubernetes.Clientset, error) {
+	cfg, err := o.flags.ToRESTConfig()
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	cl, err := client.New(cfg, client.Options{Scheme: scheme()})
+	if err != nil {
+		return nil, nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	return cl, cs, err
+}
+
+// locker returns a Locker for the named lock in the current namespace.
+func (o *options) locker(name, identity string, opts ...lock.Option) (*lock.Locker, error) {
+	ns, err := o.namespace()
+	if err != nil {
+		return nil, err
+	}
+	_, cs, err := o.clients()
+	if err != nil {
+		return nil, err
+	}
+	if identity != "" {
+		opts = append(opts, lock.WithIdentity(identity))
+	}
+	return lock.New(cs.CoordinationV1(), ns, name, opts...), nil
+}
+
+// completeLocks completes FencedLock names of the current namespace.
+func (o *options) completeLocks(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	cl, _, err := o.clients()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	ns, err := o.namespace()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	var list locksv1alpha1.FencedLockList
+	if err := cl.List(cmd.Context(), &list, client.InNamespace(ns)); err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	names := make([]cobra.Completion, 0, len(list.Items))
+	for _, fl := range list.Items {
+		names = append(names, fl.Name)
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
+}
+
+func defaultIdentity() string {
+	host, _ := os.Hostname()
+	user := os.Getenv("USER")
+	if user == "" {
+		user = "user"
+	}
+	return fmt.Sprintf("%s@%s-%d", user, host, os.Getpid())
+}
+
