@@ -40,6 +40,40 @@ type FencedLockSpec struct {
 	// +kubebuilder:validation:Maximum=604800
 	// +optional
 	MaxHoldSeconds *int32 `json:"maxHoldSeconds,omitempty"`
+
+	// fence configures how the admission webhook guards the objects labelled
+	// fencedlock.io/fenced-by: <this lock>.
+	// +kubebuilder:default={}
+	// +optional
+	Fence FenceSpec `json:"fence,omitzero"`
+}
+
+// FenceMode says where the fence reads the lock's current token from.
+// +kubebuilder:validation:Enum=Cached;Strict
+type FenceMode string
+
+const (
+	// FenceModeCached reads the Lease from the webhook's informer cache: no API call per
+	// admission. A token superseded less than the cache's delay ago (typically milliseconds) is
+	// still compared with the previous current token; the per-object rule stays exact.
+	FenceModeCached FenceMode = "Cached"
+	// FenceModeStrict reads the Lease from etcd (a quorum read) on every admission.
+	FenceModeStrict FenceMode = "Strict"
+)
+
+// FenceSpec configures the fence of one lock.
+type FenceSpec struct {
+	// mode is Cached (default) or Strict; see FenceMode.
+	// +kubebuilder:default=Cached
+	// +optional
+	Mode FenceMode `json:"mode,omitempty"`
+
+	// holderBinding, when true, admits fenced writes only from the principal holding the lock
+	// with the presented token, so a copied token cannot be replayed by someone else. A pod holder
+	// must write with its own service-account token (matched by the pod-uid claim); any other
+	// holder identity must be the writer's username or start with "<username>/".
+	// +optional
+	HolderBinding bool `json:"holderBinding,omitempty"`
 }
 
 // Waiter is one entry of a lock's FIFO queue of waiting holders.
@@ -116,6 +150,7 @@ type FencedLockStatus struct {
 // +kubebuilder:printcolumn:name="Renewed",type=date,JSONPath=`.status.renewTime`
 // +kubebuilder:printcolumn:name="Waiting",type=integer,JSONPath=`.status.waitingCount`
 // +kubebuilder:printcolumn:name="Lease",type=integer,JSONPath=`.spec.leaseDurationSeconds`,priority=1
+// +kubebuilder:printcolumn:name="Fence",type=string,JSONPath=`.spec.fence.mode`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // FencedLock is a lock whose every grant carries a strictly increasing fencing token. It is backed

@@ -58,3 +58,10 @@ const (
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	ManagedByValue = "fencedlock"
 )
+
+// PodHolderPrefix starts the holder identity of a pod holder: "pod/<pod name>/<pod uid>". The UID
+// makes a recreated pod of the same name a different holder.
+const PodHolderPrefix = "pod/"
+
+// PodHolderIdentity returns the holder identity of a pod of the lock's namespace.
+func PodHolderIdentity(name, uid string) string { return PodHolderPrefix + name + "/" + uid }

@@ -1,0 +1,22 @@
+package webhook
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	fenceDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencedlock_fence_decisions_total",
+		Help: "Fenced writes the webhook admitted or denied, by decision and reason.",
+	}, []string{"decision", "reason"})
+	fenceLiveReads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencedlock_fence_live_reads_total",
+		Help: "API reads the fence made instead of using its cache, by why (strict: a Strict lock; " +
+			"confirm: a token above the cached one; namespace: a DELETE about to be refused).",
+	}, []string{"why"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(fenceDecisions, fenceLiveReads)
+}
