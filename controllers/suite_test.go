@@ -56,19 +56,9 @@ var _ = BeforeSuite(func() {
 
 // startManager starts a fresh manager, as after a process restart: no observations survive.
 func startManager() {
-	mgr, err := util.NewManager(cfg, fakeClock)
+	var err error
+	stopManage, err = util.StartManager(ctx, cfg, fakeClock, testEnv)
 	Expect(err).NotTo(HaveOccurred())
-	var mctx context.Context
-	mctx, stopManage = context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer GinkgoRecover()
-		defer close(done)
-		Expect(mgr.Start(mctx)).To(Succeed())
-	}()
-	stop := stopManage
-	stopManage = func() { stop(); <-done }
-	Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue())
 }
 
 var _ = AfterSuite(func() {

@@ -43,6 +43,9 @@ PAUSE_IMAGE=localhost/fencedlock/pause:1.0
 log() { echo "[cluster-up +${SECONDS}s] $*" >&2; }
 die() { echo "[cluster-up +${SECONDS}s] ERROR: $*" >&2; exit 1; }
 
+for tool in curl openssl; do
+  command -v $tool > /dev/null || die "$tool is required"
+done
 if [ $NODE = 1 ] && [ "$(id -u)" != 0 ]; then
   die "--node needs root (containerd, kubelet, mounts, network namespaces)"
 fi
@@ -268,12 +271,14 @@ fi
 
 mkdir -p "$CLUSTER_DIR/images"
 PAUSE_TAR=$CLUSTER_DIR/images/pause.tar
+PAUSE_BUILT=0
 if [ ! -f "$PAUSE_TAR" ] || [ "$ROOT/hack/images/pause/main.go" -nt "$PAUSE_TAR" ]; then
   log "building pause image"
   # -mod=readonly: this build must never touch go.mod/go.sum (the package is stdlib only).
   (cd "$ROOT" && CGO_ENABLED=0 GOFLAGS=-mod=readonly go build -trimpath -ldflags='-s -w' \
     -o "$CLUSTER_DIR/images/pause" ./hack/images/pause)
   "$ROOT/hack/mkimage.sh" "$CLUSTER_DIR/images/pause" "$PAUSE_IMAGE" "$PAUSE_TAR" 2> /dev/null
+  PAUSE_BUILT=1
 fi
 
 # ---- containerd: a private instance (own socket, root and state), not the host's.
@@ -296,7 +301,7 @@ state = "$CTRD_STATE"
   # Root without CAP_SYS_RESOURCE (containers, gVisor) cannot give sandboxes the oom_score_adj
   # the kubelet asks for; unrestricted, every sandbox fails with "can't get final child's PID".
   restrict_oom_score_adj = true
-  # Pod network namespaces under our state dir rather than the host's /var/run/netns.
+  # Pod network namespaces under our state dir (.../io.containerd.grpc.v1.cri/netns), not /var/run/netns.
   netns_mounts_under_state_dir = true
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "$CNI_BIN"
@@ -336,11 +341,17 @@ cat > "$CLUSTER_DIR/cni/net.d/10-fencedlock.conflist" <<EOF
 }
 EOF
 
+# The bridge plugin switches on net.ipv4.ip_forward (isGateway); keep the host's own value for
+# cluster-down.sh to put back.
+if [ ! -f "$CLUSTER_DIR/ip_forward.orig" ]; then
+  cat /proc/sys/net/ipv4/ip_forward > "$CLUSTER_DIR/ip_forward.orig"
+fi
+
 ctr() { command ctr -a "$SOCK" -n k8s.io "$@"; }
 start containerd containerd --config "$CLUSTER_DIR/containerd.toml"
 wait_for "containerd" 30 containerd ctr version
 # grep without -q reads all of ctr's output: an early exit would fail the pipe (pipefail).
-if ! ctr images ls -q | grep -xF "$PAUSE_IMAGE" > /dev/null; then
+if [ $PAUSE_BUILT = 1 ] || ! ctr images ls -q | grep -xF "$PAUSE_IMAGE" > /dev/null; then
   ctr images import "$PAUSE_TAR" > /dev/null
   log "imported $PAUSE_IMAGE"
 fi
@@ -368,6 +379,8 @@ start kube-scheduler "$BIN/kube-scheduler" \
 
 # cgroupfs and failCgroupV1=false: there may be no systemd and the host may be cgroup v1 (the
 # kubelet refuses v1 by default since 1.35). Image GC is off: images cannot be pulled back.
+# nodeStatusUpdateFrequency 2s: after a restart the kubelet skips its fast startup updates (the
+# node object still says Ready) and would post Ready only on its next 10 s tick.
 cat > "$CLUSTER_DIR/kubelet-config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -396,14 +409,26 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
 syncFrequency: 10s
+nodeStatusUpdateFrequency: 2s
+nodeStatusReportFrequency: 5m
 EOF
 mkdir -p "$CLUSTER_DIR/kubelet-root" "$CLUSTER_DIR/pod-logs"
+KUBELET_SINCE=
+running kubelet || KUBELET_SINCE=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 start kubelet "$BIN/kubelet" --config="$CLUSTER_DIR/kubelet-config.yaml" \
   --kubeconfig="$CLUSTER_DIR/kubelet.kubeconfig" --root-dir="$CLUSTER_DIR/kubelet-root" \
   --hostname-override="$NODE_NAME" --v=1
 
+# node_ready: Ready, posted by this kubelet (after a restart the node object still carries the
+# old Ready=True for a moment), and without the not-ready/unreachable taints the controller-manager
+# removes a few seconds later (until then new pods would stay Pending).
 node_ready() {
-  [ "$(kubectl get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
+  local s
+  s=$(kubectl get node "$NODE_NAME" -o jsonpath='{range .status.conditions[?(@.type=="Ready")]}{.status} {.lastHeartbeatTime}{end} {.spec.taints[*].key}')
+  [ "${s%% *}" = True ] || return 1
+  s=${s#* }
+  [[ ! ${s%% *} < $KUBELET_SINCE ]] || return 1
+  case $s in *node.kubernetes.io/not-ready* | *node.kubernetes.io/unreachable*) return 1 ;; esac
 }
 wait_for "kubelet healthz" 90 kubelet curl -sf http://127.0.0.1:10248/healthz
 wait_for "node $NODE_NAME Ready" 120 kubelet node_ready

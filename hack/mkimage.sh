@@ -10,7 +10,7 @@ set -euo pipefail
 [ $# -eq 3 ] || { echo "usage: $0 <static-binary> <repo:tag> <out.tar>" >&2; exit 2; }
 BIN=$1 REF=$2 OUT=$3
 [ -f "$BIN" ] || { echo "no such file: $BIN" >&2; exit 1; }
-case $REF in *:*) ;; *) echo "image reference must carry a tag: $REF" >&2; exit 2 ;; esac
+case ${REF##*/} in *:*) ;; *) echo "image reference must carry a tag: $REF" >&2; exit 2 ;; esac
 
 case $(uname -m) in
   x86_64) arch=amd64 ;;

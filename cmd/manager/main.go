@@ -42,6 +42,7 @@ import (
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/controllers"
 	"github.com/fencedlock/fencedlock/pkg/lease"
+	fencewebhook "github.com/fencedlock/fencedlock/webhook"
 	// +kubebuilder:scaffold:imports
 )
 
@@ -191,13 +192,23 @@ func main() {
 		setupLog.Error(err, "Failed to create controller", "controller", "fencedlock")
 		os.Exit(1)
 	}
+	if webhookPort >= 0 {
+		if err := fencewebhook.SetupFenceWithManager(mgr); err != nil {
+			setupLog.Error(err, "Failed to set up the fence webhook")
+			os.Exit(1)
+		}
+	}
 	// +kubebuilder:scaffold:builder
 
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		setupLog.Error(err, "Failed to set up health check")
 		os.Exit(1)
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	readyCheck := healthz.Ping
+	if webhookPort >= 0 {
+		readyCheck = mgr.GetWebhookServer().StartedChecker() // do not take traffic before serving
+	}
+	if err := mgr.AddReadyzCheck("readyz", readyCheck); err != nil {
 		setupLog.Error(err, "Failed to set up ready check")
 		os.Exit(1)
 	}

@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -27,6 +28,8 @@ var (
 	cfg       *rest.Config
 	k8sClient client.Client
 	clientset *kubernetes.Clientset
+	// stopManager stops the running manager.
+	stopManager func()
 )
 
 func TestIntegration(t *testing.T) {
@@ -38,7 +41,7 @@ var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	ctx, cancel = context.WithCancel(context.Background())
 	var err error
-	testEnv, err = util.NewEnvironment()
+	testEnv, err = util.NewEnvironment(filepath.Join("testdata", "crds"))
 	Expect(err).NotTo(HaveOccurred())
 	cfg, err = testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())
@@ -46,15 +49,20 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	clientset = kubernetes.NewForConfigOrDie(cfg)
 
-	mgr, err := util.NewManager(cfg, clock.RealClock{})
-	Expect(err).NotTo(HaveOccurred())
-	go func() {
-		defer GinkgoRecover()
-		Expect(mgr.Start(ctx)).To(Succeed())
-	}()
+	startManager()
 })
 
+// startManager (re)starts the manager: the controller and the fence webhook.
+func startManager() {
+	var err error
+	stopManager, err = util.StartManager(ctx, cfg, clock.RealClock{}, testEnv)
+	Expect(err).NotTo(HaveOccurred())
+}
+
 var _ = AfterSuite(func() {
+	if stopManager != nil {
+		stopManager()
+	}
 	cancel()
 	if testEnv != nil {
 		Expect(testEnv.Stop()).To(Succeed())

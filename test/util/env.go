@@ -3,6 +3,7 @@
 package util
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,10 +23,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/controllers"
 	"github.com/fencedlock/fencedlock/pkg/lease"
+	fencewebhook "github.com/fencedlock/fencedlock/webhook"
 )
 
 // RepoRoot is the repository's root directory.
@@ -59,25 +62,37 @@ func Scheme() *k8sruntime.Scheme {
 	return s
 }
 
-// NewEnvironment returns an envtest environment with fencedlock's CRDs.
-func NewEnvironment() (*envtest.Environment, error) {
+// NewEnvironment returns an envtest environment with fencedlock's CRDs and webhook configuration
+// (registered by URL to a local port, as envtest does), plus the CRDs in extraCRDDirs.
+func NewEnvironment(extraCRDDirs ...string) (*envtest.Environment, error) {
 	assets, err := Assets()
 	if err != nil {
 		return nil, err
 	}
 	return &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
+		CRDDirectoryPaths:     append([]string{filepath.Join(RepoRoot(), "config", "crd", "bases")}, extraCRDDirs...),
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 		Scheme:                Scheme(),
+		WebhookInstallOptions: envtest.WebhookInstallOptions{
+			Paths: []string{filepath.Join(RepoRoot(), "config", "webhook")},
+		},
 	}, nil
 }
 
-// NewManager returns a manager running the FencedLock controller on clk, configured like
-// cmd/manager (label-selected Lease cache) but without metrics or probe listeners.
-func NewManager(cfg *rest.Config, clk clock.PassiveClock) (ctrl.Manager, error) {
+// NewManager returns a manager running the FencedLock controller on clk and, when env installed
+// webhooks, the fence, configured like cmd/manager (label-selected Lease cache) but without
+// metrics or probe listeners.
+func NewManager(cfg *rest.Config, clk clock.PassiveClock, env *envtest.Environment) (ctrl.Manager, error) {
+	var server webhook.Server
+	if wio := env.WebhookInstallOptions; len(wio.ValidatingWebhooks) > 0 {
+		server = webhook.NewServer(webhook.Options{
+			Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir,
+		})
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 Scheme(),
+		WebhookServer:          server,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
@@ -95,5 +110,25 @@ func NewManager(cfg *rest.Config, clk clock.PassiveClock) (ctrl.Manager, error) 
 		Recorder:  mgr.GetEventRecorder("fencedlock-controller"),
 		Clock:     clk,
 	}).SetupWithManager(mgr)
-	return mgr, err
+	if err != nil || server == nil {
+		return mgr, err
+	}
+	return mgr, fencewebhook.SetupFenceWithManager(mgr)
+}
+
+// StartManager starts a manager (see NewManager) and returns a function that stops it and waits
+// until it has stopped, as a process exit would.
+func StartManager(ctx context.Context, cfg *rest.Config, clk clock.PassiveClock, env *envtest.Environment) (stop func(), err error) {
+	mgr, err := NewManager(cfg, clk, env)
+	if err != nil {
+		return nil, err
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		cancel()
+		return nil, fmt.Errorf("manager cache did not sync: %w", <-done)
+	}
+	return func() { cancel(); <-done }, nil
 }

@@ -1,0 +1,191 @@
+// Command ledger-worker is fencedlock's example workload, used by `make demo` and the end-to-end
+// tests: it acquires a FencedLock (or takes the token a pod was granted), works for a while, then
+// writes a fenced ConfigMap with its fencing token and reports what the API server said.
+//
+// It writes with a merge patch, a blind write that Kubernetes' own resourceVersion checks do not
+// guard, so the fence is the only thing standing between a stale holder and newer data.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/pkg/lock"
+	"github.com/fencedlock/fencedlock/pkg/token"
+)
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitError  = 1
+	exitFenced = 3 // the write was refused because the token was stale
+)
+
+type config struct {
+	kubeconfig, namespace, lockName, configMap, identity, entry string
+	work                                                        time.Duration
+	tokenFromEnv, tokenFile                                     string
+	release                                                     bool
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "Kubeconfig (empty: in-cluster)")
+	flag.StringVar(&c.namespace, "namespace", "default", "Namespace of the lock and the ConfigMap")
+	flag.StringVar(&c.lockName, "lock", "ledger", "FencedLock to hold")
+	flag.StringVar(&c.configMap, "configmap", "ledger", "Fenced ConfigMap to write")
+	flag.StringVar(&c.identity, "identity", "", "Holder identity (default: hostname, pid and a random suffix)")
+	flag.StringVar(&c.entry, "entry", "", "Text to write (default: \"written by <identity>\")")
+	flag.DurationVar(&c.work, "work", 0, "How long to work between acquiring and writing")
+	flag.StringVar(&c.tokenFromEnv, "token-from-env", "", "Do not acquire: use the token in this environment variable (a pod's downward API)")
+	flag.StringVar(&c.tokenFile, "token-file", "", "Do not acquire: use the token in this file (a downwardAPI volume)")
+	flag.BoolVar(&c.release, "release", true, "Release the lock after writing")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, c))
+}
+
+func say(who, format string, args ...any) {
+	fmt.Printf("[%s] %-8s %s\n", time.Now().Format("15:04:05.000"), who, fmt.Sprintf(format, args...))
+}
+
+func run(ctx context.Context, c config) int {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = c.kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loading kubeconfig:", err)
+		return exitError
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return exitError
+	}
+	who := c.identity
+	var tok token.Token
+	var grant *lock.Grant
+	switch {
+	case c.tokenFromEnv != "" || c.tokenFile != "":
+		if tok, err = tokenGiven(c); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return exitError
+		}
+		say(who, "was granted lock %s/%s with token %s", c.namespace, c.lockName, tok)
+	default:
+		opts := []lock.Option{lock.WithWaitCallback(func(st lease.State) {
+			if st.Held() {
+				say(who, "waiting: lock %s is held by %s (token %s)", c.lockName, st.Holder, st.Token)
+			}
+		})}
+		if c.identity != "" {
+			opts = append(opts, lock.WithIdentity(c.identity))
+		}
+		l := lock.New(cs.CoordinationV1(), c.namespace, c.lockName, opts...)
+		who = l.Identity()
+		if grant, err = l.Acquire(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return exitError
+		}
+		tok = grant.Token
+		say(who, "acquired lock %s/%s with token %s (lease %s)", c.namespace, c.lockName, tok, grant.Duration())
+		grant.KeepAlive(ctx, 0)
+	}
+	if c.work > 0 {
+		say(who, "working for %s...", c.work)
+		select {
+		case <-time.After(c.work):
+		case <-ctx.Done():
+			return exitError
+		}
+	}
+	if grant != nil {
+		select {
+		case <-grant.Lost():
+			// Knowing is not protecting: the write below is what the fence judges.
+			say(who, "note: my lease renewals say the lock was lost (%v); writing anyway to show the fence", grant.Err())
+		default:
+		}
+	}
+	entry := c.entry
+	if entry == "" {
+		entry = "written by " + who
+	}
+	say(who, "writing ConfigMap %s with token %s: %q", c.configMap, tok, entry)
+	if err := write(ctx, cs, c, tok, who, entry); err != nil {
+		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || strings.Contains(err.Error(), "denied the request") {
+			say(who, "write REFUSED by the API server:\n    %v", err)
+			if grant != nil {
+				if rerr := grant.Renew(ctx); lease.IsLost(rerr) {
+					say(who, "I lost the lock: %v", rerr)
+				}
+			}
+			return exitFenced
+		}
+		say(who, "write failed: %v", err)
+		return exitError
+	}
+	say(who, "write accepted")
+	if grant != nil && c.release {
+		if err := grant.Release(ctx); err != nil {
+			say(who, "release: %v", err)
+			return exitError
+		}
+		say(who, "released lock %s", c.lockName)
+	}
+	return exitOK
+}
+
+func tokenGiven(c config) (token.Token, error) {
+	raw := os.Getenv(c.tokenFromEnv)
+	src := "$" + c.tokenFromEnv
+	if c.tokenFile != "" {
+		b, err := os.ReadFile(c.tokenFile)
+		if err != nil {
+			return 0, fmt.Errorf("reading token: %w", err)
+		}
+		raw, src = string(b), c.tokenFile
+	}
+	t, err := token.Parse(raw)
+	if err != nil {
+		return 0, fmt.Errorf("token from %s: %w", src, err)
+	}
+	return t, nil
+}
+
+// write sets the ledger's content with a blind merge patch carrying the token, creating the
+// ConfigMap if it does not exist yet.
+func write(ctx context.Context, cs kubernetes.Interface, c config, tok token.Token, who, entry string) error {
+	labels := map[string]string{locksv1alpha1.FencedByLabel: c.lockName}
+	annotations := map[string]string{locksv1alpha1.TokenAnnotation: tok.String()}
+	data := map[string]string{"entry": entry, "writer": who, "token": tok.String()}
+	patch, _ := json.Marshal(map[string]any{
+		"metadata": map[string]any{"labels": labels, "annotations": annotations}, "data": data})
+	cms := cs.CoreV1().ConfigMaps(c.namespace)
+	_, err := cms.Patch(ctx, c.configMap, types.MergePatchType, patch, metav1.PatchOptions{})
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+	_, err = cms.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: c.configMap, Namespace: c.namespace, Labels: labels, Annotations: annotations},
+		Data:       data,
+	}, metav1.CreateOptions{})
+	return err
+}
