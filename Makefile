@@ -73,6 +73,15 @@ verify: controller-gen ## Fail if generated files (CRDs, RBAC, webhook config, d
 test: verify vet envtest-assets ## Run all tests against a real API server (the README's test command).
 	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" go test ./... -count=1 -timeout 20m
 
+.PHONY: demo
+demo: ## Start a local control plane with the operator and show the fence stopping a paused holder.
+	hack/demo.sh
+
+.PHONY: demo-down
+demo-down: ## Stop what `make demo` started.
+	CLUSTER_DIR=/tmp/fencedlock-demo MANAGER_DIR=/tmp/fencedlock-demo/manager KUBECONFIG=/tmp/fencedlock-demo/admin.kubeconfig hack/local-manager.sh stop
+	CLUSTER_DIR=/tmp/fencedlock-demo hack/cluster-down.sh
+
 .PHONY: lint
 lint: golangci-lint ## Run golangci-lint linter
 	"$(GOLANGCI_LINT)" run

@@ -102,8 +102,8 @@ func (f *Fence) Handle(ctx context.Context, ar admission.Request) admission.Resp
 	if lk.Found {
 		fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ar.Namespace, Name: name}}
 		fl.SetGroupVersionKind(locksv1alpha1.GroupVersion.WithKind("FencedLock"))
-		f.Recorder.Eventf(fl, nil, corev1.EventTypeWarning, d.Reason, "DenyWrite", "%s %s by %s",
-			req.Operation, d.Message, req.User.Username)
+		f.Recorder.Eventf(fl, nil, corev1.EventTypeWarning, d.Reason, "DenyWrite", "Denied %s by %s: %s",
+			req.Operation, req.User.Username, d.Message)
 	}
 	return admission.Denied(d.Message)
 }

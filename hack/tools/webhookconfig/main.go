@@ -1,0 +1,91 @@
+// Command webhookconfig rewrites the generated webhook configurations (config/webhook) for a
+// manager running outside the cluster: each webhook is called by URL on a local address with the
+// given CA bundle instead of through the in-cluster Service, as envtest does. Output is YAML for
+// `kubectl apply -f -`.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"sigs.k8s.io/yaml"
+)
+
+func main() {
+	in := flag.String("in", "config/webhook/manifests.yaml", "Generated webhook configurations")
+	base := flag.String("url", "https://127.0.0.1:9443", "Base URL the manager's webhook server listens on")
+	caFile := flag.String("ca", "", "PEM CA bundle that signed the webhook server's certificate")
+	prefix := flag.String("name-prefix", "fencedlock-", "Prefix for the configurations' names (as config/default)")
+	flag.Parse()
+	if err := run(*in, *base, *caFile, *prefix); err != nil {
+		fmt.Fprintln(os.Stderr, "webhookconfig:", err)
+		os.Exit(1)
+	}
+}
+
+func run(in, base, caFile, prefix string) error {
+	raw, err := os.ReadFile(in)
+	if err != nil {
+		return err
+	}
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return fmt.Errorf("reading CA: %w", err)
+	}
+	var out bytes.Buffer
+	for doc := range strings.SplitSeq(string(raw), "\n---") {
+		if strings.TrimSpace(strings.Trim(doc, "-")) == "" {
+			continue
+		}
+		var kind struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &kind); err != nil {
+			return err
+		}
+		var obj any
+		switch kind.Kind {
+		case "ValidatingWebhookConfiguration":
+			var c admissionregistrationv1.ValidatingWebhookConfiguration
+			if err := yaml.Unmarshal([]byte(doc), &c); err != nil {
+				return err
+			}
+			c.Name = prefix + c.Name
+			for i := range c.Webhooks {
+				c.Webhooks[i].ClientConfig = byURL(c.Webhooks[i].ClientConfig, base, ca)
+			}
+			obj = &c
+		case "MutatingWebhookConfiguration":
+			var c admissionregistrationv1.MutatingWebhookConfiguration
+			if err := yaml.Unmarshal([]byte(doc), &c); err != nil {
+				return err
+			}
+			c.Name = prefix + c.Name
+			for i := range c.Webhooks {
+				c.Webhooks[i].ClientConfig = byURL(c.Webhooks[i].ClientConfig, base, ca)
+			}
+			obj = &c
+		default:
+			return fmt.Errorf("unexpected kind %q in %s", kind.Kind, in)
+		}
+		b, err := yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		out.WriteString("---\n")
+		out.Write(b)
+	}
+	_, err = os.Stdout.Write(out.Bytes())
+	return err
+}
+
+func byURL(cc admissionregistrationv1.WebhookClientConfig, base string, ca []byte) admissionregistrationv1.WebhookClientConfig {
+	path := ""
+	if cc.Service != nil && cc.Service.Path != nil {
+		path = *cc.Service.Path
+	}
+	url := strings.TrimSuffix(base, "/") + path
+	return admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: ca}
+}
