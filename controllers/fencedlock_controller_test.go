@@ -286,7 +286,7 @@ var _ = Describe("FencedLock controller", func() {
 	It("reports a foreign Lease of the same name instead of taking it over", func() {
 		ns := newNamespace()
 		foreign := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("someone-elses-leader")}}
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: new("someone-elses-leader")}}
 		Expect(k8sClient.Create(ctx, foreign)).To(Succeed())
 		fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"}}
 		Expect(k8sClient.Create(ctx, fl)).To(Succeed())

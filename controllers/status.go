@@ -75,10 +75,9 @@ type transition struct {
 func computeTransition(prev locksv1alpha1.FencedLockStatus, st lease.State) transition {
 	var t transition
 	if st.Token.String() != prev.Token && st.Held() {
-		t.granted = st.Transitions - prev.LeaseTransitions
-		if t.granted < 1 { // the Lease was recreated: its counter restarted
-			t.granted = 1
-		}
+		t.granted = max(st.Transitions-prev.LeaseTransitions,
+			// the Lease was recreated: its counter restarted
+			1)
 	}
 	if prev.Holder != "" && (!st.Held() || st.Token.String() != prev.Token) {
 		t.ended = true

@@ -7,7 +7,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
@@ -98,10 +97,10 @@ func TestDecide(t *testing.T) {
 		// DELETE: the stored token must still be current
 		{name: "delete by the current epoch", op: del, old: obj("settlement", "34"), lock: ready(34, "b"), want: ReasonCurrent},
 		{name: "delete of an object written before the lock moved on", op: del, old: obj("settlement", "33"), lock: ready(34, "b"), needNS: true},
-		{name: "stale delete refused", op: del, old: obj("settlement", "33"), lock: ready(34, "b"), nsTerm: ptr.To(false), want: ReasonStaleToken},
-		{name: "delete without a recorded token refused", op: del, old: obj("settlement", ""), lock: ready(34, "b"), nsTerm: ptr.To(false),
+		{name: "stale delete refused", op: del, old: obj("settlement", "33"), lock: ready(34, "b"), nsTerm: new(false), want: ReasonStaleToken},
+		{name: "delete without a recorded token refused", op: del, old: obj("settlement", ""), lock: ready(34, "b"), nsTerm: new(false),
 			want: ReasonMissingToken, inMessage: "then delete it"},
-		{name: "delete during namespace termination", op: del, old: obj("settlement", "33"), lock: ready(34, "b"), nsTerm: ptr.To(true),
+		{name: "delete during namespace termination", op: del, old: obj("settlement", "33"), lock: ready(34, "b"), nsTerm: new(true),
 			want: ReasonNamespaceTerminating},
 		{name: "delete with the lock gone stays refused", op: del, old: obj("settlement", "33"), lock: Lock{Key: "default/settlement"},
 			want: ReasonLockNotFound},

@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -147,11 +146,11 @@ func (f *Fence) terminating(ctx context.Context, namespace string) (*bool, error
 	var ns corev1.Namespace
 	if err := f.APIReader.Get(ctx, client.ObjectKey{Name: namespace}, &ns); err != nil {
 		if apierrors.IsNotFound(err) {
-			return ptr.To(true), nil
+			return new(true), nil
 		}
 		return nil, fmt.Errorf("reading namespace %s: %w", namespace, err)
 	}
-	return ptr.To(!ns.DeletionTimestamp.IsZero() || ns.Status.Phase == corev1.NamespaceTerminating), nil
+	return new(!ns.DeletionTimestamp.IsZero() || ns.Status.Phase == corev1.NamespaceTerminating), nil
 }
 
 // requestOf extracts the fence's view of an admission request: metadata only.

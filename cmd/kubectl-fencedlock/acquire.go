@@ -60,7 +60,7 @@ controller revokes it afterwards. For a command that needs the lock while it run
 			if err != nil {
 				return err
 			}
-			if output == "json" {
+			if output == outputJSON {
 				return json.NewEncoder(o.streams.Out).Encode(map[string]any{
 					"lock": args[0], "holder": g.Holder(), "token": g.Token.String(),
 					"leaseDurationSeconds": int(g.Duration().Seconds()),

@@ -12,11 +12,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/cli-runtime/pkg/printers"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+)
+
+// Output formats.
+const (
+	outputWide = "wide"
+	outputJSON = "json"
+	outputYAML = "yaml"
 )
 
 func scheme() *runtime.Scheme {
@@ -73,13 +80,13 @@ func newGetCommand(o *options) *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: one of (wide, json, yaml)")
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "List locks of all namespaces")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"wide", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputWide, outputJSON, outputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
 func printLocks(w io.Writer, list *locksv1alpha1.FencedLockList, output string, allNamespaces bool, now time.Time) error {
 	switch output {
-	case "json", "yaml":
+	case outputJSON, outputYAML:
 		list.SetGroupVersionKind(locksv1alpha1.GroupVersion.WithKind("FencedLockList"))
 		for i := range list.Items {
 			list.Items[i].SetGroupVersionKind(locksv1alpha1.GroupVersion.WithKind("FencedLock"))
@@ -88,15 +95,15 @@ func printLocks(w io.Writer, list *locksv1alpha1.FencedLockList, output string, 
 		if len(list.Items) == 1 {
 			obj = &list.Items[0]
 		}
-		if output == "json" {
+		if output == outputJSON {
 			return (&printers.JSONPrinter{}).PrintObj(obj, w)
 		}
 		return (&printers.YAMLPrinter{}).PrintObj(obj, w)
-	case "", "wide":
+	case "", outputWide:
 	default:
 		return fmt.Errorf("unknown output format %q: use wide, json or yaml", output)
 	}
-	wide := output == "wide"
+	wide := output == outputWide
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	head := []string{"NAME", "HOLDER", "TOKEN", "RENEWED", "WAITING", "AGE"}
 	if allNamespaces {

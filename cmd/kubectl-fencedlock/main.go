@@ -17,8 +17,7 @@ func main() {
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
 	cmd := newRootCommand(streams)
 	if err := cmd.Execute(); err != nil {
-		var exit *exitError
-		if errors.As(err, &exit) {
+		if exit, ok := errors.AsType[*exitError](err); ok {
 			os.Exit(exit.code)
 		}
 		fmt.Fprintln(streams.ErrOut, "error:", err)

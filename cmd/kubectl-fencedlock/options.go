@@ -89,4 +89,3 @@ func defaultIdentity() string {
 	}
 	return fmt.Sprintf("%s@%s-%d", user, host, os.Getpid())
 }
-

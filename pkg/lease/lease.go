@@ -73,7 +73,8 @@ func Read(l *coordinationv1.Lease) (State, error) {
 	}
 	if v, ok := l.Annotations[locksv1alpha1.RevokedTokenAnnotation]; ok {
 		if s.RevokedToken, err = token.Parse(v); err != nil {
-			return s, fmt.Errorf("lease %s/%s: annotation %s: %w", l.Namespace, l.Name, locksv1alpha1.RevokedTokenAnnotation, err)
+			return s, fmt.Errorf("lease %s/%s: annotation %s: %w",
+				l.Namespace, l.Name, locksv1alpha1.RevokedTokenAnnotation, err)
 		}
 	}
 	return s, nil
@@ -232,7 +233,8 @@ type Writer interface {
 // CAS applies mutate to a copy of cur and writes the copy conditioned on cur's resourceVersion.
 // It fails with a Conflict error (apierrors.IsConflict) if the Lease changed since cur was read,
 // and without writing if mutate fails. cur is never modified.
-func CAS(ctx context.Context, w Writer, cur *coordinationv1.Lease, mutate func(*coordinationv1.Lease) error) (*coordinationv1.Lease, error) {
+func CAS(ctx context.Context, w Writer, cur *coordinationv1.Lease,
+	mutate func(*coordinationv1.Lease) error) (*coordinationv1.Lease, error) {
 	if cur.ResourceVersion == "" {
 		return nil, errors.New("lease CAS needs a resourceVersion to condition on")
 	}

@@ -20,7 +20,7 @@ func mk(rv, holder, tok string) *coordinationv1.Lease {
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lock", ResourceVersion: rv},
 		Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](15)}}
 	if holder != "" {
-		l.Spec.HolderIdentity = ptr.To(holder)
+		l.Spec.HolderIdentity = new(holder)
 	}
 	if tok != "" {
 		l.Annotations = map[string]string{locksv1alpha1.TokenAnnotation: tok}

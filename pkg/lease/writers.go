@@ -24,7 +24,9 @@ func (w ClientWriter) Update(ctx context.Context, l *coordinationv1.Lease) (*coo
 }
 
 // TypedWriter writes Leases through a client-go typed client.
-type TypedWriter struct{ Leases coordinationv1client.LeasesGetter }
+type TypedWriter struct {
+	Leases coordinationv1client.LeasesGetter
+}
 
 // Update implements Writer.
 func (w TypedWriter) Update(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {

@@ -271,7 +271,7 @@ func (g *Grant) markLost(err error) {
 
 // update runs one transition against the Lease with compare-and-swap, re-reading the Lease on
 // conflicts (the controller may have written it, e.g. to change the lease duration).
-func (g *Grant) update(ctx context.Context, mutate func(*coordinationv1.Lease) error) (*coordinationv1.Lease, error) {
+func (g *Grant) update(ctx context.Context, mutate func(*coordinationv1.Lease) error) error {
 	l := g.locker
 	g.mu.Lock()
 	cur := g.lease
@@ -282,17 +282,17 @@ func (g *Grant) update(ctx context.Context, mutate func(*coordinationv1.Lease) e
 			g.mu.Lock()
 			g.lease, g.renewedAt = out, l.clock.Now()
 			g.mu.Unlock()
-			return out, nil
+			return nil
 		}
 		if !apierrors.IsConflict(err) {
-			return nil, err
+			return err
 		}
 		cur, err = l.leases.Get(ctx, l.name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return nil, &lease.LostError{Holder: l.identity, Token: g.Token}
+			return &lease.LostError{Holder: l.identity, Token: g.Token}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("lock %s: reading lease: %w", l.key(), err)
+			return fmt.Errorf("lock %s: reading lease: %w", l.key(), err)
 		}
 	}
 }
@@ -301,7 +301,7 @@ func (g *Grant) update(ctx context.Context, mutate func(*coordinationv1.Lease) e
 // holder or token now; the grant is then lost for good.
 func (g *Grant) Renew(ctx context.Context) error {
 	l := g.locker
-	_, err := g.update(ctx, func(next *coordinationv1.Lease) error {
+	err := g.update(ctx, func(next *coordinationv1.Lease) error {
 		return lease.Renew(next, l.identity, g.Token, l.clock.Now())
 	})
 	if lease.IsLost(err) {
@@ -313,7 +313,7 @@ func (g *Grant) Renew(ctx context.Context) error {
 // Release frees the lock. Releasing a grant that was lost returns the LostError.
 func (g *Grant) Release(ctx context.Context) error {
 	l := g.locker
-	_, err := g.update(ctx, func(next *coordinationv1.Lease) error {
+	err := g.update(ctx, func(next *coordinationv1.Lease) error {
 		return lease.Release(next, l.identity, g.Token)
 	})
 	if lease.IsLost(err) {
@@ -362,7 +362,8 @@ func (g *Grant) KeepAlive(ctx context.Context, interval time.Duration) {
 				continue
 			}
 			if g.locker.clock.Since(renewedAt) >= g.Duration() {
-				g.markLost(fmt.Errorf("grant with token %s presumed lost: could not renew within the lease duration: %w", g.Token, err))
+				g.markLost(fmt.Errorf("grant with token %s presumed lost: could not renew within the lease duration: %w",
+					g.Token, err))
 			}
 		}
 	}()

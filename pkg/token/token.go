@@ -49,7 +49,8 @@ func Parse(s string) (Token, error) {
 func FromResourceVersion(rv string) (Token, error) {
 	t, err := Parse(rv)
 	if err != nil {
-		return 0, fmt.Errorf("resourceVersion %q cannot be a fencing token (requires Kubernetes >= 1.35 with etcd storage): %w", rv, err)
+		return 0, fmt.Errorf("resourceVersion %q cannot be a fencing token "+
+			"(requires Kubernetes >= 1.35 with etcd storage): %w", rv, err)
 	}
 	return t, nil
 }

@@ -43,9 +43,9 @@ func writeCM(ns, name string, tok string, data string) error {
 	return k8sClient.Patch(ctx, cm, client.RawPatch("application/merge-patch+json", []byte(patch)))
 }
 
-func balance(ns, name string) string {
+func balance(ns string) string {
 	cm := &corev1.ConfigMap{}
-	ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cm)).To(Succeed())
+	ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ledger"}, cm)).To(Succeed())
 	return cm.Data["balance"]
 }
 
@@ -103,11 +103,11 @@ var _ = Describe("The fence", func() {
 
 		deniedWith(writeCM(ns, "ledger", a.String(), "0"), fmt.Sprintf(
 			"stale fencing token %s for lock %s/settlement: the lock was re-acquired with token %s; re-acquire and retry", a, ns, b))
-		Expect(balance(ns, "ledger")).To(Equal("120"))
+		Expect(balance(ns)).To(Equal("120"))
 
 		By("a write that keeps the stored annotation is judged by it")
 		Expect(writeCM(ns, "ledger", b.String(), "130")).To(Succeed())
-		Expect(balance(ns, "ledger")).To(Equal("130"))
+		Expect(balance(ns)).To(Equal("130"))
 	})
 
 	It("refuses a stale create", func() {
@@ -138,13 +138,13 @@ var _ = Describe("The fence", func() {
 
 	It("refuses forged tokens, malformed tokens and missing tokens", func() {
 		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
-		deniedWith(writeCM(ns, "ledger", (b + 1000).String(), "x"), "was never issued")
+		deniedWith(writeCM(ns, "ledger", (b+1000).String(), "x"), "was never issued")
 		deniedWith(writeCM(ns, "ledger", " "+b.String(), "x"), "malformed fencing token")
 		deniedWith(writeCM(ns, "ledger", "-1", "x"), "malformed fencing token")
 		noToken := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bare",
 			Labels: map[string]string{locksv1alpha1.FencedByLabel: "settlement"}}}
 		deniedWith(k8sClient.Create(ctx, noToken), "must carry annotation fencedlock.io/token")
-		Expect(balance(ns, "ledger")).To(Equal("100"))
+		Expect(balance(ns)).To(Equal("100"))
 	})
 
 	It("needs a current token to remove the fence label", func() {
@@ -239,7 +239,7 @@ var _ = Describe("The fence", func() {
 		err := writeCM(ns, "ledger", b.String(), "unchecked")
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(ContainSubstring(`failed calling webhook "fence.locks.fencedlock.io"`))
-		Expect(balance(ns, "ledger")).To(Equal("100"))
+		Expect(balance(ns)).To(Equal("100"))
 
 		By("unfenced objects are unaffected")
 		Expect(k8sClient.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "plain"}})).To(Succeed())

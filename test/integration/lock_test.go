@@ -28,7 +28,7 @@ func newNamespace() string {
 }
 
 // newLock creates a FencedLock and waits until its Lease is ready.
-func newLock(ns, name string, leaseSeconds int32) *locksv1alpha1.FencedLock {
+func newLock(ns, name string, leaseSeconds int32) {
 	fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: leaseSeconds}}
 	Expect(k8sClient.Create(ctx, fl)).To(Succeed())
@@ -36,7 +36,6 @@ func newLock(ns, name string, leaseSeconds int32) *locksv1alpha1.FencedLock {
 		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(fl), fl)).To(Succeed())
 		g.Expect(meta.IsStatusConditionTrue(fl.Status.Conditions, locksv1alpha1.ConditionReady)).To(BeTrue())
 	}, 20*time.Second, 20*time.Millisecond).Should(Succeed())
-	return fl
 }
 
 func locker(ns, name, id string) *lock.Locker {

@@ -16,7 +16,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -99,7 +98,7 @@ func NewManager(cfg *rest.Config, clk clock.PassiveClock, env *envtest.Environme
 			&coordinationv1.Lease{}: {Label: lease.Selector()},
 		}},
 		// Tests start several managers in one process (controller restarts).
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Controller: config.Controller{SkipNameValidation: new(true)},
 	})
 	if err != nil {
 		return nil, err
@@ -130,5 +129,10 @@ func StartManager(ctx context.Context, cfg *rest.Config, clk clock.PassiveClock,
 		cancel()
 		return nil, fmt.Errorf("manager cache did not sync: %w", <-done)
 	}
-	return func() { cancel(); <-done }, nil
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, "manager stopped with an error:", err)
+		}
+	}, nil
 }
