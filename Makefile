@@ -1,5 +1,5 @@
 # Image URL to use all building/pushing image targets
-IMG ?= controller:latest
+IMG ?= ghcr.io/fencedlock/fencedlock-manager:latest
 # YEAR defines the year value used for substituting the YEAR placeholder in the boilerplate header.
 YEAR ?= 2026
 
@@ -70,7 +70,7 @@ verify: controller-gen ## Fail if generated files (CRDs, RBAC, webhook config, d
 	@CONTROLLER_GEN="$(CONTROLLER_GEN)" hack/verify-generated.sh
 
 .PHONY: test
-test: verify vet envtest-assets ## Run all tests against a real API server (the README's test command).
+test: verify vet envtest-assets kustomize ## Run all tests against a real API server (the README's test command).
 	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" go test ./... -count=1 -timeout 20m
 
 .PHONY: demo

@@ -52,7 +52,7 @@ type FencedLockReconciler struct {
 
 // +kubebuilder:rbac:groups=locks.fencedlock.io,resources=fencedlocks,verbs=get;list;watch
 // +kubebuilder:rbac:groups=locks.fencedlock.io,resources=fencedlocks/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile brings one FencedLock's Lease and status up to date.

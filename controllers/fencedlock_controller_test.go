@@ -281,6 +281,10 @@ var _ = Describe("FencedLock controller", func() {
 		fakeClock.Step(16 * time.Second)
 		poke(fl)
 		Eventually(func() string { return leaseState(ns, "restart").Holder }).Should(BeEmpty())
+
+		next, err := locker(fl, "after-restart").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(next.Token).To(BeNumerically(">", g.Token), "tokens keep increasing across controller restarts")
 	})
 
 	It("reports a foreign Lease of the same name instead of taking it over", func() {

@@ -20,6 +20,7 @@ import (
 	"crypto/tls"
 	"flag"
 	"os"
+	"path/filepath"
 
 	// Import all Kubernetes client auth plugins (e.g. Azure, GCP, OIDC, etc.)
 	// to ensure that exec-entrypoint and run can make use of them.
@@ -42,7 +43,6 @@ import (
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/controllers"
 	"github.com/fencedlock/fencedlock/pkg/lease"
-	fencewebhook "github.com/fencedlock/fencedlock/webhook"
 	// +kubebuilder:scaffold:imports
 )
 
@@ -65,6 +65,7 @@ func main() {
 	var webhookCertPath, webhookCertName, webhookCertKey string
 	var webhookPort int
 	var webhookHost string
+	var rot certRotation
 	var enableLeaderElection bool
 	var probeAddr string
 	var secureMetrics bool
@@ -81,6 +82,13 @@ func main() {
 	flag.StringVar(&webhookCertPath, "webhook-cert-path", "", "The directory that contains the webhook certificate.")
 	flag.StringVar(&webhookCertName, "webhook-cert-name", "tls.crt", "The name of the webhook certificate file.")
 	flag.StringVar(&webhookCertKey, "webhook-cert-key", "tls.key", "The name of the webhook key file.")
+	flag.BoolVar(&rot.enabled, "cert-rotation", true, "Manage the webhook certificates in-cluster (CA and serving "+
+		"certificate in a Secret, CA injected into the webhook configurations, rotated). Off when --webhook-cert-path is set.")
+	flag.StringVar(&rot.namespace, "cert-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the certificate Secret and the webhook Service.")
+	flag.StringVar(&rot.secretName, "cert-secret-name", "fencedlock-webhook-server-cert", "Secret holding the webhook certificates.")
+	flag.StringVar(&rot.serviceName, "webhook-service-name", "fencedlock-webhook-service", "Service in front of the webhook server.")
+	flag.StringVar(&rot.validatingConfigName, "validating-webhook-configuration", "fencedlock-validating-webhook-configuration",
+		"ValidatingWebhookConfiguration to inject the CA into.")
 	flag.StringVar(&webhookHost, "webhook-host", "", "Address the webhook server binds to (empty: all).")
 	flag.IntVar(&webhookPort, "webhook-port", 9443, "Port the webhook server listens on. "+
 		"Defaults to 9443. Set -1 to disable the webhook server.")
@@ -130,6 +138,10 @@ func main() {
 		webhookServerOptions.KeyName = webhookCertKey
 	}
 
+	if webhookServerOptions.CertDir == "" {
+		// Where self-managed certificates are written (an emptyDir in the Deployment).
+		webhookServerOptions.CertDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
+	}
 	webhookServer := webhook.NewServer(webhookServerOptions)
 
 	// Metrics endpoint is enabled in 'config/default/kustomization.yaml'. The Metrics options configure the server.
@@ -195,12 +207,6 @@ func main() {
 		setupLog.Error(err, "Failed to create controller", "controller", "fencedlock")
 		os.Exit(1)
 	}
-	if webhookPort >= 0 {
-		if err := fencewebhook.SetupFenceWithManager(mgr); err != nil {
-			setupLog.Error(err, "Failed to set up the fence webhook")
-			os.Exit(1)
-		}
-	}
 	// +kubebuilder:scaffold:builder
 
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -209,7 +215,12 @@ func main() {
 	}
 	readyCheck := healthz.Ping
 	if webhookPort >= 0 {
-		readyCheck = mgr.GetWebhookServer().StartedChecker() // do not take traffic before serving
+		rot.enabled = rot.enabled && webhookCertPath == ""
+		rot.certDir = webhookServerOptions.CertDir
+		if readyCheck, err = setupWebhooks(mgr, rot); err != nil {
+			setupLog.Error(err, "Failed to set up webhooks")
+			os.Exit(1)
+		}
 	}
 	if err := mgr.AddReadyzCheck("readyz", readyCheck); err != nil {
 		setupLog.Error(err, "Failed to set up ready check")

@@ -230,6 +230,22 @@ var _ = Describe("The fence", func() {
 		}).Should(Succeed())
 		deniedWith(as("mallory").Create(ctx, fencedConfigMap(ns, "stolen", "settlement", alice.Token, "x")),
 			"a token copied to another principal cannot be used")
+
+		By("a pod holder must write with its own service-account token (pod-uid claim)")
+		Expect(alice.Release(ctx)).To(Succeed())
+		pod, err := locker(ns, "settlement", locksv1alpha1.PodHolderIdentity("worker-0", "uid-0")).TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		asPod := func(uid string) client.Client {
+			c := rest.CopyConfig(cfg)
+			c.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":default",
+				Groups: []string{"system:masters"}, Extra: map[string][]string{"authentication.kubernetes.io/pod-uid": {uid}}}
+			cl, err := client.New(c, client.Options{Scheme: k8sClient.Scheme()})
+			Expect(err).NotTo(HaveOccurred())
+			return cl
+		}
+		Expect(asPod("uid-0").Create(ctx, fencedConfigMap(ns, "pods", "settlement", pod.Token, "pod's"))).To(Succeed())
+		deniedWith(asPod("uid-other").Create(ctx, fencedConfigMap(ns, "pods2", "settlement", pod.Token, "x")),
+			"requires writes by its holder pod/worker-0/uid-0")
 	})
 
 	It("fails closed while the webhook is not serving", func() {

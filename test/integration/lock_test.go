@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,6 +108,36 @@ var _ = Describe("Go client", func() {
 		ns := newNamespace()
 		newLock(ns, "contended", 15)
 		const workers, rounds = 6, 5
+		// Every state of the Lease, as a watch sees it: a holder never appears without its token,
+		// and the token never goes down.
+		w, err := clientset.CoordinationV1().Leases(ns).Watch(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		defer w.Stop()
+		watched := make(chan error, 1)
+		go func() {
+			var last token.Token
+			for ev := range w.ResultChan() {
+				l, ok := ev.Object.(*coordinationv1.Lease)
+				if !ok {
+					continue
+				}
+				st, err := lease.Read(l)
+				if err != nil {
+					watched <- err
+					return
+				}
+				if st.Held() && !st.Initialized() {
+					watched <- fmt.Errorf("holder %s without a token at resourceVersion %s", st.Holder, l.ResourceVersion)
+					return
+				}
+				if st.Token < last {
+					watched <- fmt.Errorf("token went down from %s to %s", last, st.Token)
+					return
+				}
+				last = st.Token
+			}
+			watched <- nil
+		}()
 		var (
 			mu      sync.Mutex
 			holding string
@@ -135,6 +166,8 @@ var _ = Describe("Go client", func() {
 			})
 		}
 		wg.Wait()
+		w.Stop()
+		Eventually(watched).Should(Receive(BeNil()))
 		Expect(tokens).To(HaveLen(workers * rounds))
 		for i := 1; i < len(tokens); i++ {
 			Expect(tokens[i]).To(BeNumerically(">", tokens[i-1]), "grant %d", i)

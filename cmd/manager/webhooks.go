@@ -1,0 +1,82 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+
+	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+
+	fencewebhook "github.com/fencedlock/fencedlock/webhook"
+)
+
+// certRotation configures the self-managed webhook certificates: without cert-manager, the
+// manager keeps a CA and a serving certificate in a Secret, writes them to the webhook server's
+// cert dir, injects the CA into the webhook configurations and rotates both before they expire.
+type certRotation struct {
+	enabled                              bool
+	namespace, secretName, serviceName   string
+	validatingConfigName, mutatingConfig string
+	certDir                              string
+}
+
+// setupWebhooks registers fencedlock's webhooks once their serving certificates exist and returns
+// the readiness check: not ready until the certificates are in place and the server is serving.
+func setupWebhooks(mgr ctrl.Manager, rot certRotation) (healthz.Checker, error) {
+	certsReady := make(chan struct{})
+	if rot.enabled {
+		if rot.namespace == "" {
+			return nil, errors.New("--cert-namespace (or POD_NAMESPACE) is required for self-managed certificates")
+		}
+		webhooks := []rotator.WebhookInfo{{Name: rot.validatingConfigName, Type: rotator.Validating}}
+		if rot.mutatingConfig != "" {
+			webhooks = append(webhooks, rotator.WebhookInfo{Name: rot.mutatingConfig, Type: rotator.Mutating})
+		}
+		err := rotator.AddRotator(mgr, &rotator.CertRotator{
+			SecretKey:      types.NamespacedName{Namespace: rot.namespace, Name: rot.secretName},
+			CertDir:        rot.certDir,
+			CAName:         "fencedlock-ca",
+			CAOrganization: "fencedlock",
+			DNSName:        fmt.Sprintf("%s.%s.svc", rot.serviceName, rot.namespace),
+			ExtraDNSNames:  []string{fmt.Sprintf("%s.%s.svc.cluster.local", rot.serviceName, rot.namespace)},
+			IsReady:        certsReady,
+			Webhooks:       webhooks,
+			// Every replica serves the webhook, so every replica needs the certificates.
+			RequireLeaderElection: false,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("setting up certificate rotation: %w", err)
+		}
+	} else {
+		close(certsReady)
+	}
+
+	registered := make(chan struct{})
+	go func() {
+		// The webhook server reads its certificates when it starts: register (and so start) it
+		// only once they exist.
+		<-certsReady
+		if err := fencewebhook.SetupFenceWithManager(mgr); err != nil {
+			setupLog.Error(err, "Failed to set up the fence webhook")
+			os.Exit(1)
+		}
+		close(registered)
+	}()
+	return func(req *http.Request) error {
+		select {
+		case <-registered:
+			return mgr.GetWebhookServer().StartedChecker()(req)
+		default:
+			return errors.New("webhook certificates are not ready yet")
+		}
+	}, nil
+}
+
+// The certificate rotator keeps its Secret in the manager's namespace and injects the CA into the
+// webhook configurations.
+// +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch;update;patch
