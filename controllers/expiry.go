@@ -22,6 +22,9 @@ type observation struct {
 	changedAt time.Time
 	// acquiredAt is when this controller first saw the current holder with the current token.
 	acquiredAt time.Time
+	// notReadySince is, for a pod holder, when this controller first saw it not Ready since it was
+	// granted or last Ready; zero while it is Ready or the holder is not a pod.
+	notReadySince time.Time
 }
 
 // observer remembers the last observation of each lock. After a restart every lease gets a fresh
@@ -37,11 +40,11 @@ func newObserver() *observer {
 
 // observe records the Lease state seen at now and returns the updated observation and the one it
 // replaced (zero if none).
-func (o *observer) observe(key types.NamespacedName, rv string, st lease.State, now time.Time) (cur, prev observation) {
+func (o *observer) observe(key types.NamespacedName, rv string, st lease.State, podReady *bool, now time.Time) (cur, prev observation) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	prev = o.seen[key]
-	cur = nextObservation(prev, rv, st, now)
+	cur = nextObservation(prev, rv, st, podReady, now)
 	o.seen[key] = cur
 	return cur, prev
 }
@@ -52,8 +55,9 @@ func (o *observer) forget(key types.NamespacedName) {
 	delete(o.seen, key)
 }
 
-// nextObservation is the pure part of observe.
-func nextObservation(prev observation, rv string, st lease.State, now time.Time) observation {
+// nextObservation is the pure part of observe. podReady is the holder pod's readiness, nil when
+// the holder is not a pod.
+func nextObservation(prev observation, rv string, st lease.State, podReady *bool, now time.Time) observation {
 	cur := prev
 	if prev.resourceVersion != rv {
 		cur.resourceVersion = rv
@@ -63,6 +67,13 @@ func nextObservation(prev observation, rv string, st lease.State, now time.Time)
 		cur.holder = st.Holder
 		cur.token = st.Token
 		cur.acquiredAt = now
+		cur.notReadySince = time.Time{}
+	}
+	switch {
+	case podReady == nil || *podReady:
+		cur.notReadySince = time.Time{}
+	case cur.notReadySince.IsZero():
+		cur.notReadySince = now
 	}
 	return cur
 }
@@ -74,22 +85,30 @@ const (
 	expiryNone     expiryReason = ""
 	expiryLease    expiryReason = "lease"
 	expiryMaxHoldS expiryReason = "max-hold"
+	expiryNotReady expiryReason = "not-ready"
 )
 
 // computeExpiry decides whether the current grant has expired at now and, if not, when it will:
-// leaseDuration after the last observed change of the Lease, or maxHold after the grant was first
+// leaseDuration after the last observed change of the Lease (a pod holder: after it was first
+// seen not Ready; a Ready pod holder has no lease deadline), or maxHold after the grant was first
 // observed. A free lock never expires (zero deadline).
 func computeExpiry(st lease.State, obs observation, maxHold time.Duration, now time.Time) (expiryReason, time.Time) {
 	if !st.Held() {
 		return expiryNone, time.Time{}
 	}
 	reason, deadline := expiryLease, obs.changedAt.Add(st.Duration)
+	if isPodHolder(st.Holder) {
+		reason, deadline = expiryNotReady, time.Time{}
+		if !obs.notReadySince.IsZero() {
+			deadline = obs.notReadySince.Add(st.Duration)
+		}
+	}
 	if maxHold > 0 {
-		if d := obs.acquiredAt.Add(maxHold); d.Before(deadline) {
+		if d := obs.acquiredAt.Add(maxHold); deadline.IsZero() || d.Before(deadline) {
 			reason, deadline = expiryMaxHoldS, d
 		}
 	}
-	if now.Before(deadline) {
+	if deadline.IsZero() || now.Before(deadline) {
 		return expiryNone, deadline
 	}
 	return reason, deadline

@@ -31,7 +31,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
@@ -48,12 +48,14 @@ type FencedLockReconciler struct {
 	Clock clock.PassiveClock
 
 	observer *observer
+	waiters  *waiterLog
 }
 
 // +kubebuilder:rbac:groups=locks.fencedlock.io,resources=fencedlocks,verbs=get;list;watch
 // +kubebuilder:rbac:groups=locks.fencedlock.io,resources=fencedlocks/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
 
 // Reconcile brings one FencedLock's Lease and status up to date.
 func (r *FencedLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -61,8 +63,9 @@ func (r *FencedLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.Get(ctx, req.NamespacedName, &fl); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.observer.forget(req.NamespacedName)
+			return ctrl.Result{}, r.reportMissingLock(ctx, req.NamespacedName)
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return ctrl.Result{}, err
 	}
 	if !fl.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // the Lease goes with it (ownerReference)
@@ -84,25 +87,42 @@ func (r *FencedLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, err // ensureLease has vetted the Lease
 	}
 
-	obs, prev := r.observer.observe(req.NamespacedName, l.ResourceVersion, st, now)
-	reason, deadline := computeExpiry(st, obs, maxHold(&fl), now)
-	if reason != expiryNone {
-		return ctrl.Result{}, r.revoke(ctx, &fl, l, st, reason, now.Sub(obs.acquiredAt))
+	pods, err := r.lockPods(ctx, &fl)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	holderPod := findHolder(pods, st.Holder)
+	var ready *bool
+	if holderPod != nil {
+		ready = new(podReady(holderPod))
+	}
+	obs, prev := r.observer.observe(req.NamespacedName, l.ResourceVersion, st, ready, now)
+	queue := computeQueue(pods, st.Holder)
+	p := computePlan(st, obs, holderPod, queue, maxHold(&fl), now)
+	if p.writesLease() {
+		// The Lease write's watch event brings the next reconcile, which mirrors the status.
+		return ctrl.Result{}, r.applyPlan(ctx, &fl, l, st, p, obs, now)
+	}
+	if p.ungate != nil { // granted, but the pod patch did not happen (e.g. a crash in between)
+		if err := r.ungate(ctx, &fl, p.ungate, st.Token); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 
 	before := *fl.Status.DeepCopy()
-	written, err := r.writeStatus(ctx, &fl, computeStatus(&fl, st, now))
+	written, err := r.writeStatus(ctx, &fl, computeStatus(&fl, st, queue, now))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if written { // events and metrics once per change, even when a write conflicts and is retried
 		r.recordTransition(&fl, l, before, st, prev, now)
 	}
-	if deadline.IsZero() {
+	r.announceWaiters(&fl, queue)
+	if p.deadline.IsZero() {
 		return ctrl.Result{}, nil
 	}
 	// Wake exactly at the deadline: the only timer this controller sets.
-	return ctrl.Result{RequeueAfter: deadline.Sub(now)}, nil
+	return ctrl.Result{RequeueAfter: p.deadline.Sub(now)}, nil
 }
 
 // writeStatus writes status if it differs from what is stored, and reports whether it did.
@@ -118,29 +138,6 @@ func (r *FencedLockReconciler) writeStatus(ctx context.Context, fl *locksv1alpha
 		return false, fmt.Errorf("updating status of FencedLock %s/%s: %w", fl.Namespace, fl.Name, err)
 	}
 	return true, nil
-}
-
-// revoke ends an expired grant with a compare-and-swap on the Lease it was judged from.
-func (r *FencedLockReconciler) revoke(ctx context.Context, fl *locksv1alpha1.FencedLock, l *coordinationv1.Lease,
-	st lease.State, reason expiryReason, held time.Duration) error {
-	_, err := lease.CAS(ctx, lease.ClientWriter{Client: r.Client}, l, func(l *coordinationv1.Lease) error {
-		return lease.Revoke(l, st.Holder, st.Token)
-	})
-	if apierrors.IsConflict(err) {
-		return nil // the holder renewed or released meanwhile; its watch event brings a fresh look
-	}
-	if err != nil {
-		return fmt.Errorf("revoking expired grant: %w", err)
-	}
-	expirationsTotal.WithLabelValues(string(reason)).Inc()
-	holdSeconds.Observe(held.Seconds())
-	logf.FromContext(ctx).Info("Revoked expired grant", "holder", st.Holder, "token", st.Token.String(), "reason", reason)
-	note := fmt.Sprintf("Grant of %s (token %s) was not renewed within %s; revoked", st.Holder, st.Token, st.Duration)
-	if reason == expiryMaxHoldS {
-		note = fmt.Sprintf("Grant of %s (token %s) exceeded spec.maxHoldSeconds=%d; revoked", st.Holder, st.Token, *fl.Spec.MaxHoldSeconds)
-	}
-	r.Recorder.Eventf(fl, l, corev1.EventTypeWarning, locksv1alpha1.ReasonExpired, "Revoke", note)
-	return nil
 }
 
 // recordTransition emits events and metrics for the grants and releases between the status before
@@ -174,12 +171,15 @@ func maxHold(fl *locksv1alpha1.FencedLock) time.Duration {
 // Leases with lease.Selector().
 func (r *FencedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.observer = newObserver()
+	r.waiters = newWaiterLog()
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&locksv1alpha1.FencedLock{}).
 		Owns(&coordinationv1.Lease{}).
+		// Pods that ask for a lock (the cache holds no others) wake their lock.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(lockOfPod)).
 		Named("fencedlock").
 		Complete(r)
 }

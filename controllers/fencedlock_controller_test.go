@@ -89,11 +89,15 @@ func locker(fl *locksv1alpha1.FencedLock, id string) *lock.Locker {
 	return lock.New(clientset.CoordinationV1(), fl.Namespace, fl.Name, lock.WithIdentity(id))
 }
 
-func events(ns, name string) []string {
+func allEvents(ns string) []eventsv1.Event {
 	var list eventsv1.EventList
-	ExpectWithOffset(1, k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+	ExpectWithOffset(2, k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+	return list.Items
+}
+
+func events(ns, name string) []string {
 	var out []string
-	for _, e := range list.Items {
+	for _, e := range allEvents(ns) {
 		if e.Regarding.Name == name && e.Regarding.Kind == "FencedLock" {
 			out = append(out, e.Reason+": "+e.Note)
 		}

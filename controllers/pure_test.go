@@ -19,19 +19,19 @@ func held(holder string, tok uint64) lease.State {
 
 func TestNextObservation(t *testing.T) {
 	a := held("a", 10)
-	first := nextObservation(observation{}, "11", a, t0)
+	first := nextObservation(observation{}, "11", a, nil, t0)
 	if !first.changedAt.Equal(t0) || !first.acquiredAt.Equal(t0) {
 		t.Fatalf("first observation %+v", first)
 	}
-	same := nextObservation(first, "11", a, t0.Add(5*time.Second))
+	same := nextObservation(first, "11", a, nil, t0.Add(5*time.Second))
 	if same != first {
 		t.Fatalf("an unchanged lease must not move the observation: %+v", same)
 	}
-	renewed := nextObservation(first, "12", a, t0.Add(5*time.Second))
+	renewed := nextObservation(first, "12", a, nil, t0.Add(5*time.Second))
 	if !renewed.changedAt.Equal(t0.Add(5*time.Second)) || !renewed.acquiredAt.Equal(t0) {
 		t.Fatalf("a renewal moves changedAt only: %+v", renewed)
 	}
-	regrant := nextObservation(renewed, "14", held("b", 13), t0.Add(7*time.Second))
+	regrant := nextObservation(renewed, "14", held("b", 13), nil, t0.Add(7*time.Second))
 	if !regrant.acquiredAt.Equal(t0.Add(7 * time.Second)) {
 		t.Fatalf("a new grant moves acquiredAt: %+v", regrant)
 	}
@@ -110,7 +110,7 @@ func TestComputeStatus(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := computeStatus(fl, tc.st, t0)
+			s := computeStatus(fl, tc.st, nil, t0)
 			if s.Token != "7" && s.Token != "9" || s.ObservedGeneration != 4 {
 				t.Fatalf("status %+v", s)
 			}
@@ -129,10 +129,10 @@ func TestComputeStatus(t *testing.T) {
 		})
 	}
 	// An unchanged condition keeps its lastTransitionTime.
-	first := computeStatus(fl, lease.State{Token: tokenOf(7)}, t0)
+	first := computeStatus(fl, lease.State{Token: tokenOf(7)}, nil, t0)
 	fl2 := fl.DeepCopy()
 	fl2.Status = first
-	second := computeStatus(fl2, lease.State{Token: tokenOf(7)}, t0.Add(time.Hour))
+	second := computeStatus(fl2, lease.State{Token: tokenOf(7)}, nil, t0.Add(time.Hour))
 	if !second.Conditions[0].LastTransitionTime.Equal(&first.Conditions[0].LastTransitionTime) {
 		t.Fatal("lastTransitionTime moved without a transition")
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -14,7 +15,7 @@ import (
 
 // computeStatus mirrors the Lease into a FencedLock status. It starts from the current status so
 // that conditions keep their lastTransitionTime when they do not change.
-func computeStatus(fl *locksv1alpha1.FencedLock, st lease.State, now time.Time) locksv1alpha1.FencedLockStatus {
+func computeStatus(fl *locksv1alpha1.FencedLock, st lease.State, queue []*corev1.Pod, now time.Time) locksv1alpha1.FencedLockStatus {
 	s := *fl.Status.DeepCopy()
 	s.ObservedGeneration = fl.Generation
 	s.Holder = st.Holder
@@ -24,11 +25,22 @@ func computeStatus(fl *locksv1alpha1.FencedLock, st lease.State, now time.Time) 
 	if st.Held() {
 		s.AcquireTime, s.RenewTime = st.AcquireTime, st.RenewTime
 	}
+	s.WaitingCount = int32(len(queue))
+	s.Waiters = nil
+	for _, p := range queue[:min(len(queue), maxWaitersShown)] {
+		s.Waiters = append(s.Waiters, locksv1alpha1.Waiter{
+			Identity: locksv1alpha1.PodHolderIdentity(p.Name, string(p.UID)), Pod: p.Name,
+			Since: metav1.NewTime(enqueuedAt(p)),
+		})
+	}
 	setReadyCondition(&s, fl.Generation, metav1.ConditionTrue, locksv1alpha1.ReasonLeaseReady,
 		"The backing Lease exists and carries a fencing token", now)
 	setHeldCondition(&s, fl.Generation, st, now)
 	return s
 }
+
+// maxWaitersShown bounds status.waiters (the API allows ten).
+const maxWaitersShown = 10
 
 // setHeldCondition sets Held from the Lease state.
 func setHeldCondition(s *locksv1alpha1.FencedLockStatus, gen int64, st lease.State, now time.Time) {

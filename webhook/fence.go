@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -46,6 +47,14 @@ type Fence struct {
 }
 
 var _ admission.Handler = &Fence{}
+
+// SetupWithManager registers all of fencedlock's webhooks on the manager's webhook server.
+func SetupWithManager(mgr ctrl.Manager, clk clock.PassiveClock) error {
+	if err := SetupFenceWithManager(mgr); err != nil {
+		return err
+	}
+	return SetupPodGateWithManager(mgr, clk)
+}
 
 // SetupFenceWithManager registers the fence on the manager's webhook server.
 func SetupFenceWithManager(mgr ctrl.Manager) error {

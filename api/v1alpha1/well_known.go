@@ -65,3 +65,12 @@ const PodHolderPrefix = "pod/"
 
 // PodHolderIdentity returns the holder identity of a pod of the lock's namespace.
 func PodHolderIdentity(name, uid string) string { return PodHolderPrefix + name + "/" + uid }
+
+// Pod holders.
+const (
+	// SchedulingGate holds a pod that asked for a lock until it is granted.
+	SchedulingGate = "fencedlock.io/lock"
+	// EnqueuedAnnotation records when a pod joined its lock's queue (RFC 3339 with nanoseconds), so
+	// pods created within the same second keep their order.
+	EnqueuedAnnotation = "fencedlock.io/enqueued"
+)

@@ -26,14 +26,12 @@ import (
 	// to ensure that exec-entrypoint and run can make use of them.
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -42,7 +40,6 @@ import (
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/controllers"
-	"github.com/fencedlock/fencedlock/pkg/lease"
 	// +kubebuilder:scaffold:imports
 )
 
@@ -89,6 +86,8 @@ func main() {
 	flag.StringVar(&rot.serviceName, "webhook-service-name", "fencedlock-webhook-service", "Service in front of the webhook server.")
 	flag.StringVar(&rot.validatingConfigName, "validating-webhook-configuration", "fencedlock-validating-webhook-configuration",
 		"ValidatingWebhookConfiguration to inject the CA into.")
+	flag.StringVar(&rot.mutatingConfig, "mutating-webhook-configuration", "fencedlock-mutating-webhook-configuration",
+		"MutatingWebhookConfiguration to inject the CA into.")
 	flag.StringVar(&webhookHost, "webhook-host", "", "Address the webhook server binds to (empty: all).")
 	flag.IntVar(&webhookPort, "webhook-port", 9443, "Port the webhook server listens on. "+
 		"Defaults to 9443. Set -1 to disable the webhook server.")
@@ -188,10 +187,7 @@ func main() {
 		LeaderElectionID:       "fencedlock-manager.fencedlock.io",
 		// The program exits as soon as the manager stops, so stepping down at once is safe.
 		LeaderElectionReleaseOnCancel: true,
-		// Cache only the Leases fencedlock created, not every node heartbeat of the cluster.
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&coordinationv1.Lease{}: {Label: lease.Selector()},
-		}},
+		Cache:                         cache.Options{ByObject: controllers.CacheByObject()},
 	})
 	if err != nil {
 		setupLog.Error(err, "Failed to start manager")

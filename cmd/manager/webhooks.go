@@ -8,6 +8,7 @@ import (
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
@@ -60,8 +61,8 @@ func setupWebhooks(mgr ctrl.Manager, rot certRotation) (healthz.Checker, error) 
 		// The webhook server reads its certificates when it starts: register (and so start) it
 		// only once they exist.
 		<-certsReady
-		if err := fencewebhook.SetupFenceWithManager(mgr); err != nil {
-			setupLog.Error(err, "Failed to set up the fence webhook")
+		if err := fencewebhook.SetupWithManager(mgr, clock.RealClock{}); err != nil {
+			setupLog.Error(err, "Failed to set up the webhooks")
 			os.Exit(1)
 		}
 		close(registered)

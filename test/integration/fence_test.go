@@ -233,8 +233,17 @@ var _ = Describe("The fence", func() {
 
 		By("a pod holder must write with its own service-account token (pod-uid claim)")
 		Expect(alice.Release(ctx)).To(Succeed())
-		pod, err := locker(ns, "settlement", locksv1alpha1.PodHolderIdentity("worker-0", "uid-0")).TryAcquire(ctx)
-		Expect(err).NotTo(HaveOccurred())
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "worker-0",
+			Labels: map[string]string{locksv1alpha1.LockLabel: "settlement"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "example.com/worker:1"}}}}
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		var podToken token.Token
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+			var err error
+			podToken, err = token.Parse(pod.Annotations[locksv1alpha1.TokenAnnotation])
+			g.Expect(err).NotTo(HaveOccurred())
+		}).Should(Succeed())
 		asPod := func(uid string) client.Client {
 			c := rest.CopyConfig(cfg)
 			c.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":default",
@@ -243,9 +252,9 @@ var _ = Describe("The fence", func() {
 			Expect(err).NotTo(HaveOccurred())
 			return cl
 		}
-		Expect(asPod("uid-0").Create(ctx, fencedConfigMap(ns, "pods", "settlement", pod.Token, "pod's"))).To(Succeed())
-		deniedWith(asPod("uid-other").Create(ctx, fencedConfigMap(ns, "pods2", "settlement", pod.Token, "x")),
-			"requires writes by its holder pod/worker-0/uid-0")
+		Expect(asPod(string(pod.UID)).Create(ctx, fencedConfigMap(ns, "pods", "settlement", podToken, "pod's"))).To(Succeed())
+		deniedWith(asPod("uid-other").Create(ctx, fencedConfigMap(ns, "pods2", "settlement", podToken, "x")),
+			"requires writes by its holder pod/worker-0/")
 	})
 
 	It("fails closed while the webhook is not serving", func() {

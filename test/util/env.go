@@ -11,14 +11,12 @@ import (
 	"runtime"
 	"strings"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -26,7 +24,6 @@ import (
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/controllers"
-	"github.com/fencedlock/fencedlock/pkg/lease"
 	fencewebhook "github.com/fencedlock/fencedlock/webhook"
 )
 
@@ -84,7 +81,7 @@ func NewEnvironment(extraCRDDirs ...string) (*envtest.Environment, error) {
 // metrics or probe listeners.
 func NewManager(cfg *rest.Config, clk clock.PassiveClock, env *envtest.Environment) (ctrl.Manager, error) {
 	var server webhook.Server
-	if wio := env.WebhookInstallOptions; len(wio.ValidatingWebhooks) > 0 {
+	if wio := env.WebhookInstallOptions; len(wio.ValidatingWebhooks)+len(wio.MutatingWebhooks) > 0 {
 		server = webhook.NewServer(webhook.Options{
 			Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir,
 		})
@@ -94,9 +91,7 @@ func NewManager(cfg *rest.Config, clk clock.PassiveClock, env *envtest.Environme
 		WebhookServer:          server,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&coordinationv1.Lease{}: {Label: lease.Selector()},
-		}},
+		Cache:                  cache.Options{ByObject: controllers.CacheByObject()},
 		// Tests start several managers in one process (controller restarts).
 		Controller: config.Controller{SkipNameValidation: new(true)},
 	})
@@ -112,7 +107,9 @@ func NewManager(cfg *rest.Config, clk clock.PassiveClock, env *envtest.Environme
 	if err != nil || server == nil {
 		return mgr, err
 	}
-	return mgr, fencewebhook.SetupFenceWithManager(mgr)
+	// The gate stamps queue order on the real clock even when the controller runs on a fake one:
+	// a frozen clock would make every pod arrive at the same instant.
+	return mgr, fencewebhook.SetupWithManager(mgr, clock.RealClock{})
 }
 
 // StartManager starts a manager (see NewManager) and returns a function that stops it and waits

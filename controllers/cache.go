@@ -1,0 +1,26 @@
+package controllers
+
+import (
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
+)
+
+// CacheByObject restricts the manager's cache to what fencedlock needs: its own Leases (not every
+// node heartbeat and leader election of the cluster) and pods that ask for a lock (not every pod).
+func CacheByObject() map[client.Object]cache.ByObject {
+	wantsLock, err := labels.NewRequirement(locksv1alpha1.LockLabel, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant key: cannot fail
+	}
+	return map[client.Object]cache.ByObject{
+		&coordinationv1.Lease{}: {Label: lease.Selector()},
+		&corev1.Pod{}:           {Label: labels.NewSelector().Add(*wantsLock)},
+	}
+}

@@ -1,0 +1,179 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/pkg/token"
+)
+
+// lockPods lists the pods that ask for fl (from the label-selected cache).
+func (r *FencedLockReconciler) lockPods(ctx context.Context, fl *locksv1alpha1.FencedLock) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(fl.Namespace),
+		client.MatchingLabels{locksv1alpha1.LockLabel: fl.Name}); err != nil {
+		return nil, fmt.Errorf("listing pods of lock %s: %w", fl.Name, err)
+	}
+	return pods.Items, nil
+}
+
+// lockOfPod maps a pod to the lock it asks for.
+func lockOfPod(_ context.Context, obj client.Object) []reconcile.Request {
+	name := obj.GetLabels()[locksv1alpha1.LockLabel]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
+}
+
+// applyPlan makes the plan's Lease change in one compare-and-swap (ending the current grant and/or
+// granting the next waiter, so a handover is a single write), then ungates a newly granted pod.
+func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.FencedLock, l *coordinationv1.Lease,
+	st lease.State, p plan, obs observation, now time.Time) error {
+	var granted token.Token
+	_, err := lease.CAS(ctx, lease.ClientWriter{Client: r.Client}, l, func(next *coordinationv1.Lease) error {
+		switch p.end {
+		case release:
+			if err := lease.Release(next, st.Holder, st.Token); err != nil {
+				return err
+			}
+		case revoke:
+			if err := lease.Revoke(next, st.Holder, st.Token); err != nil {
+				return err
+			}
+		}
+		if p.grant != nil {
+			var err error
+			granted, err = lease.Grant(next, locksv1alpha1.PodHolderIdentity(p.grant.Name, string(p.grant.UID)), now)
+			return err
+		}
+		return nil
+	})
+	if apierrors.IsConflict(err) {
+		return nil // the Lease changed meanwhile; its watch event brings a fresh look
+	}
+	if err != nil {
+		return fmt.Errorf("updating lease: %w", err)
+	}
+	log := logf.FromContext(ctx)
+	switch p.end {
+	case revoke:
+		r.recordRevoke(fl, l, st, p.reason, now.Sub(obs.acquiredAt))
+	case release:
+		log.Info("Released lock on behalf of its pod", "holder", st.Holder, "token", st.Token.String(), "why", p.why)
+		if p.holder != nil {
+			r.Recorder.Eventf(p.holder, fl, corev1.EventTypeNormal, locksv1alpha1.ReasonReleased, "Release",
+				"Released lock %s (token %s): %s", fl.Name, st.Token, p.why)
+		}
+	}
+	if p.grant == nil {
+		return nil
+	}
+	waitSeconds.Observe(now.Sub(enqueuedAt(p.grant)).Seconds())
+	log.Info("Granted lock to pod", "pod", p.grant.Name, "token", granted.String())
+	r.Recorder.Eventf(p.grant, fl, corev1.EventTypeNormal, "Granted", "Grant",
+		"Granted lock %s with token %s", fl.Name, granted)
+	return r.ungate(ctx, fl, p.grant, granted)
+}
+
+// recordRevoke reports a revocation: metrics, a log line and events.
+func (r *FencedLockReconciler) recordRevoke(fl *locksv1alpha1.FencedLock, l *coordinationv1.Lease, st lease.State,
+	reason expiryReason, held time.Duration) {
+	expirationsTotal.WithLabelValues(string(reason)).Inc()
+	holdSeconds.Observe(held.Seconds())
+	note := fmt.Sprintf("Grant of %s (token %s) was not renewed within %s; revoked", st.Holder, st.Token, st.Duration)
+	switch reason {
+	case expiryMaxHoldS:
+		note = fmt.Sprintf("Grant of %s (token %s) exceeded spec.maxHoldSeconds=%d; revoked", st.Holder, st.Token, *fl.Spec.MaxHoldSeconds)
+	case expiryNotReady:
+		note = fmt.Sprintf("Holder %s (token %s) was not Ready for %s; revoked", st.Holder, st.Token, st.Duration)
+	}
+	r.Recorder.Eventf(fl, l, corev1.EventTypeWarning, locksv1alpha1.ReasonExpired, "Revoke", note)
+}
+
+// ungate gives a granted pod its token and lets it be scheduled, in one patch.
+func (r *FencedLockReconciler) ungate(ctx context.Context, fl *locksv1alpha1.FencedLock, pod *corev1.Pod, tok token.Token) error {
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]string{locksv1alpha1.TokenAnnotation: tok.String()}},
+		"spec": map[string]any{"schedulingGates": []map[string]string{
+			{"$patch": "delete", "name": locksv1alpha1.SchedulingGate}}},
+	})
+	if err != nil {
+		return err
+	}
+	if err := r.Patch(ctx, pod, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // deleted meanwhile: the next reconcile releases the grant
+		}
+		return fmt.Errorf("ungating pod %s of lock %s: %w", pod.Name, fl.Name, err)
+	}
+	return nil
+}
+
+// waiterLog remembers, per lock, which queued pods were told they are waiting, so that each pod
+// gets one Waiting event. It holds only the current queues.
+type waiterLog struct {
+	mu   sync.Mutex
+	seen map[types.NamespacedName]map[types.UID]struct{}
+}
+
+func newWaiterLog() *waiterLog {
+	return &waiterLog{seen: map[types.NamespacedName]map[types.UID]struct{}{}}
+}
+
+// announceWaiters emits a Waiting event for each pod newly seen in the lock's queue.
+func (r *FencedLockReconciler) announceWaiters(fl *locksv1alpha1.FencedLock, queue []*corev1.Pod) {
+	key := types.NamespacedName{Namespace: fl.Namespace, Name: fl.Name}
+	r.waiters.mu.Lock()
+	defer r.waiters.mu.Unlock()
+	old, cur := r.waiters.seen[key], make(map[types.UID]struct{}, len(queue))
+	for i, pod := range queue {
+		cur[pod.UID] = struct{}{}
+		if _, ok := old[pod.UID]; ok {
+			continue
+		}
+		r.Recorder.Eventf(pod, fl, corev1.EventTypeNormal, "Waiting", "Queue",
+			"Waiting for lock %s (position %d of %d)", fl.Name, i+1, len(queue))
+	}
+	if len(cur) == 0 {
+		delete(r.waiters.seen, key)
+		return
+	}
+	r.waiters.seen[key] = cur
+}
+
+// reportMissingLock tells pods waiting for a lock that does not exist (yet, or any more) why they
+// wait: they stay gated until a FencedLock of that name exists.
+func (r *FencedLockReconciler) reportMissingLock(ctx context.Context, key types.NamespacedName) error {
+	fl := &locksv1alpha1.FencedLock{}
+	fl.Namespace, fl.Name = key.Namespace, key.Name
+	pods, err := r.lockPods(ctx, fl)
+	if err != nil {
+		return err
+	}
+	r.waiters.mu.Lock()
+	defer r.waiters.mu.Unlock()
+	old, cur := r.waiters.seen[key], map[types.UID]struct{}{}
+	for _, pod := range computeQueue(pods, "") {
+		cur[pod.UID] = struct{}{}
+		if _, ok := old[pod.UID]; !ok {
+			r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "LockNotFound", "Queue",
+				"FencedLock %s does not exist; the pod stays gated until it is created", key.Name)
+		}
+	}
+	r.waiters.seen[key] = cur
+	return nil
+}

@@ -1,0 +1,229 @@
+package controllers_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/pkg/token"
+)
+
+// newPod creates a pod asking for lock lockName; it reads its token through the downward API.
+func newPod(ns, name, lockName string) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+			Labels: map[string]string{locksv1alpha1.LockLabel: lockName}},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "work", Image: "example.com/worker:1",
+				Env: []corev1.EnvVar{{Name: "FENCING_TOKEN", ValueFrom: &corev1.EnvVarSource{
+					FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['fencedlock.io/token']"}}}}}},
+		},
+	}
+	ExpectWithOffset(1, k8sClient.Create(ctx, pod)).To(Succeed())
+}
+
+func getPod(ns, name string) *corev1.Pod {
+	p := &corev1.Pod{}
+	ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p)).To(Succeed())
+	return p
+}
+
+func isGated(p *corev1.Pod) bool {
+	for _, g := range p.Spec.SchedulingGates {
+		if g.Name == locksv1alpha1.SchedulingGate {
+			return true
+		}
+	}
+	return false
+}
+
+// granted waits until pod name is ungated with a token and returns the token.
+func granted(ns, name string) token.Token {
+	var tok token.Token
+	EventuallyWithOffset(1, func(g Gomega) {
+		p := getPod(ns, name)
+		g.Expect(isGated(p)).To(BeFalse(), "pod %s still gated", name)
+		t, err := token.Parse(p.Annotations[locksv1alpha1.TokenAnnotation])
+		g.Expect(err).NotTo(HaveOccurred())
+		tok = t
+	}).Should(Succeed())
+	return tok
+}
+
+// setPodStatus plays the kubelet: phase and Ready condition through the status subresource.
+func setPodStatus(ns, name string, phase corev1.PodPhase, ready bool) {
+	p := getPod(ns, name)
+	p.Status.Phase = phase
+	cond := corev1.ConditionFalse
+	if ready {
+		cond = corev1.ConditionTrue
+	}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: cond, LastTransitionTime: metav1.Now()}}
+	ExpectWithOffset(1, k8sClient.Status().Update(ctx, p)).To(Succeed())
+}
+
+func stillGated(ns string, names ...string) {
+	for _, n := range names {
+		ExpectWithOffset(1, isGated(getPod(ns, n))).To(BeTrue(), "pod %s must stay gated", n)
+	}
+}
+
+var _ = Describe("Pods as lock holders", func() {
+	It("gates pods, keeps a FIFO queue, and hands over in order with increasing tokens", func() {
+		ns := newNamespace()
+		fl := newLock(ns, "jobs", nil)
+		holder, err := locker(fl, "library").TryAcquire(ctx) // keep the lock busy while pods queue
+		Expect(err).NotTo(HaveOccurred())
+
+		for _, n := range []string{"p-c", "p-a", "p-b"} { // creation order, not name order
+			newPod(ns, n, "jobs")
+		}
+		p := getPod(ns, "p-c")
+		Expect(isGated(p)).To(BeTrue())
+		Expect(p.Annotations).To(HaveKey(locksv1alpha1.EnqueuedAnnotation))
+		Eventually(func(g Gomega) {
+			st := getLock(fl).Status
+			g.Expect(st.WaitingCount).To(Equal(int32(3)))
+			g.Expect(st.Waiters).To(HaveLen(3))
+			g.Expect([]string{st.Waiters[0].Pod, st.Waiters[1].Pod, st.Waiters[2].Pod}).To(Equal([]string{"p-c", "p-a", "p-b"}))
+		}).Should(Succeed())
+		Consistently(func() bool { return isGated(getPod(ns, "p-c")) }, "300ms").Should(BeTrue())
+
+		Expect(holder.Release(ctx)).To(Succeed())
+		t1 := granted(ns, "p-c")
+		Expect(t1).To(BeNumerically(">", holder.Token))
+		stillGated(ns, "p-a", "p-b")
+		Expect(leaseState(ns, "jobs").Holder).To(HavePrefix("pod/p-c/"))
+
+		setPodStatus(ns, "p-c", corev1.PodRunning, true)
+		setPodStatus(ns, "p-c", corev1.PodSucceeded, false)
+		t2 := granted(ns, "p-a")
+		Expect(t2).To(BeNumerically(">", t1))
+		stillGated(ns, "p-b")
+
+		setPodStatus(ns, "p-a", corev1.PodFailed, false)
+		t3 := granted(ns, "p-b")
+		Expect(t3).To(BeNumerically(">", t2))
+		Eventually(func() int32 { return getLock(fl).Status.WaitingCount }).Should(BeZero())
+
+		setPodStatus(ns, "p-b", corev1.PodSucceeded, false)
+		Eventually(func() string { return leaseState(ns, "jobs").Holder }).Should(BeEmpty())
+		Eventually(func() []string { return podEvents(ns, "p-a") }).Should(ContainElements(
+			ContainSubstring("Waiting for lock jobs"), "Granted: Granted lock jobs with token "+t2.String(),
+			ContainSubstring("Released lock jobs (token "+t2.String()+"): the holder pod finished (Failed)")))
+	})
+
+	It("refuses a pod whose lock label cannot name a lock", func() {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bad-label",
+			Labels: map[string]string{locksv1alpha1.LockLabel: "Not_A_Lock"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+		err := k8sClient.Create(ctx, pod)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("does not name a FencedLock"))
+	})
+
+	It("drops a waiting pod that is deleted, and hands over when the holder pod is deleted", func() {
+		ns := newNamespace()
+		fl := newLock(ns, "jobs", nil)
+		newPod(ns, "first", "jobs")
+		granted(ns, "first")
+		newPod(ns, "second", "jobs")
+		newPod(ns, "third", "jobs")
+		Eventually(func() int32 { return getLock(fl).Status.WaitingCount }).Should(Equal(int32(2)))
+
+		Expect(k8sClient.Delete(ctx, getPod(ns, "second"))).To(Succeed())
+		Eventually(func() int32 { return getLock(fl).Status.WaitingCount }).Should(Equal(int32(1)))
+
+		Expect(k8sClient.Delete(ctx, getPod(ns, "first"))).To(Succeed())
+		granted(ns, "third")
+	})
+
+	It("revokes a holder pod that is not Ready for longer than the lease", func() {
+		ns := newNamespace()
+		fl := newLock(ns, "jobs", nil)
+		newPod(ns, "stuck", "jobs")
+		tStuck := granted(ns, "stuck")
+		setPodStatus(ns, "stuck", corev1.PodRunning, true)
+		newPod(ns, "next", "jobs")
+		settle(fl)
+
+		setPodStatus(ns, "stuck", corev1.PodRunning, false) // e.g. its node is partitioned
+		Eventually(func() int32 { return getLock(fl).Status.WaitingCount }).Should(Equal(int32(1)))
+		fakeClock.Step(10 * time.Second)
+		poke(fl)
+		Consistently(func() bool { return isGated(getPod(ns, "next")) }, "300ms").Should(BeTrue())
+
+		fakeClock.Step(6 * time.Second)
+		poke(fl)
+		tNext := granted(ns, "next")
+		Expect(tNext).To(BeNumerically(">", tStuck))
+		Eventually(func() []string { return events(ns, "jobs") }).Should(ContainElement(
+			ContainSubstring("was not Ready for 15s; revoked")))
+	})
+
+	It("completes a grant interrupted between the Lease write and the pod patch, without granting twice", func() {
+		ns := newNamespace()
+		fl := newLock(ns, "jobs", nil)
+		holder, err := locker(fl, "library").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		newPod(ns, "victim", "jobs")
+		newPod(ns, "later", "jobs")
+		Eventually(func() int32 { return getLock(fl).Status.WaitingCount }).Should(Equal(int32(2)))
+
+		By("the controller stops right after writing the Lease for the pod")
+		stopManage()
+		Expect(holder.Release(ctx)).To(Succeed())
+		victim := getPod(ns, "victim")
+		l := getLease(ns, "jobs")
+		var tok token.Token
+		_, err = lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, l, func(next *coordinationv1.Lease) error {
+			tok, err = lease.Grant(next, locksv1alpha1.PodHolderIdentity(victim.Name, string(victim.UID)), time.Now())
+			return err
+		})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(isGated(getPod(ns, "victim"))).To(BeTrue())
+
+		By("a restarted controller ungates that pod with that token")
+		startManager()
+		Expect(granted(ns, "victim")).To(Equal(tok))
+		st := leaseState(ns, "jobs")
+		Expect(st.Token).To(Equal(tok), "no second grant")
+		Expect(st.Holder).To(Equal(locksv1alpha1.PodHolderIdentity(victim.Name, string(victim.UID))))
+		stillGated(ns, "later")
+	})
+
+	It("keeps pods gated while their lock does not exist, and grants once it does", func() {
+		ns := newNamespace()
+		newPod(ns, "early", "not-yet")
+		Eventually(func() []string { return podEvents(ns, "early") }).Should(ContainElement(
+			ContainSubstring("FencedLock not-yet does not exist")))
+		stillGated(ns, "early")
+
+		fl := newLock(ns, "not-yet", nil)
+		granted(ns, "early")
+
+		By("the lock is deleted while a pod waits: it stays gated")
+		newPod(ns, "orphan", "not-yet")
+		Expect(k8sClient.Delete(ctx, getLock(fl))).To(Succeed())
+		Consistently(func() bool { return isGated(getPod(ns, "orphan")) }, "300ms").Should(BeTrue())
+	})
+})
+
+func podEvents(ns, name string) []string {
+	out := []string{}
+	for _, e := range allEvents(ns) {
+		if e.Regarding.Kind == "Pod" && e.Regarding.Name == name {
+			out = append(out, e.Reason+": "+e.Note)
+		}
+	}
+	return out
+}

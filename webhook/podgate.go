@@ -1,0 +1,68 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+)
+
+// PodGatePath is where the pod gate is served.
+const PodGatePath = "/mutate-pods"
+
+// The gate sees only pods that ask for a lock; every other pod of the cluster is created without
+// calling it.
+// +kubebuilder:webhook:path=/mutate-pods,mutating=true,failurePolicy=fail,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=gate.locks.fencedlock.io,admissionReviewVersions=v1,timeoutSeconds=5,reinvocationPolicy=Never,patch=`{"objectSelector":{"matchExpressions":[{"key":"fencedlock.io/lock","operator":"Exists"}]}}`
+
+// PodGate holds pods labelled fencedlock.io/lock behind a scheduling gate until the controller
+// grants them the lock and sets their token.
+type PodGate struct {
+	Clock clock.PassiveClock
+}
+
+var _ admission.Defaulter[*corev1.Pod] = &PodGate{}
+
+// SetupPodGateWithManager registers the pod gate on the manager's webhook server.
+func SetupPodGateWithManager(mgr ctrl.Manager, clk clock.PassiveClock) error {
+	return ctrl.NewWebhookManagedBy(mgr, &corev1.Pod{}).
+		WithDefaulter(&PodGate{Clock: clk}).
+		WithDefaulterCustomPath(PodGatePath).
+		Complete()
+}
+
+// Default implements admission.Defaulter.
+func (g *PodGate) Default(_ context.Context, pod *corev1.Pod) error {
+	return gatePod(pod, g.Clock.Now())
+}
+
+// gatePod is the gate's decision: gate the pod, stamp when it joined the queue, and drop any token
+// it brought along (only the controller grants tokens).
+func gatePod(pod *corev1.Pod, now time.Time) error {
+	name, ok := pod.Labels[locksv1alpha1.LockLabel]
+	if !ok {
+		return nil
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return fmt.Errorf("label %s=%q does not name a FencedLock: %s", locksv1alpha1.LockLabel, name, strings.Join(errs, "; "))
+	}
+	if !slices.ContainsFunc(pod.Spec.SchedulingGates, isLockGate) {
+		pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: locksv1alpha1.SchedulingGate})
+	}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	delete(pod.Annotations, locksv1alpha1.TokenAnnotation)
+	pod.Annotations[locksv1alpha1.EnqueuedAnnotation] = now.UTC().Format(time.RFC3339Nano)
+	return nil
+}
+
+func isLockGate(g corev1.PodSchedulingGate) bool { return g.Name == locksv1alpha1.SchedulingGate }

@@ -1,0 +1,63 @@
+package webhook
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+)
+
+func TestGatePod(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 123456789, time.UTC)
+	pod := func(lock string, gates ...string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{}}}
+		if lock != "-" {
+			p.Labels[locksv1alpha1.LockLabel] = lock
+		}
+		for _, g := range gates {
+			p.Spec.SchedulingGates = append(p.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: g})
+		}
+		return p
+	}
+	cases := []struct {
+		name      string
+		pod       *corev1.Pod
+		wantGates []string
+		wantErr   bool
+	}{
+		{"unlabelled pod untouched", pod("-"), nil, false},
+		{"gated", pod("settlement"), []string{locksv1alpha1.SchedulingGate}, false},
+		{"user gates kept, ours added once", pod("settlement", "example.com/other", locksv1alpha1.SchedulingGate),
+			[]string{"example.com/other", locksv1alpha1.SchedulingGate}, false},
+		{"label that names no lock", pod("Bad_Name"), nil, true},
+		{"empty label", pod(""), nil, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.pod.Annotations = map[string]string{locksv1alpha1.TokenAnnotation: "999"}
+			err := gatePod(tc.pod, now)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v", err)
+			}
+			if tc.wantErr || tc.wantGates == nil {
+				return
+			}
+			var got []string
+			for _, g := range tc.pod.Spec.SchedulingGates {
+				got = append(got, g.Name)
+			}
+			if len(got) != len(tc.wantGates) || got[len(got)-1] != locksv1alpha1.SchedulingGate {
+				t.Fatalf("gates = %v; want %v", got, tc.wantGates)
+			}
+			if _, forged := tc.pod.Annotations[locksv1alpha1.TokenAnnotation]; forged {
+				t.Fatal("a token the pod brought along must be dropped")
+			}
+			if tc.pod.Annotations[locksv1alpha1.EnqueuedAnnotation] != "2026-01-01T00:00:00.123456789Z" {
+				t.Fatalf("enqueued = %q", tc.pod.Annotations[locksv1alpha1.EnqueuedAnnotation])
+			}
+		})
+	}
+}
