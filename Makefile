@@ -58,6 +58,7 @@ fmt: ## Run go fmt against code.
 .PHONY: vet
 vet: ## Run go vet against code.
 	go vet ./...
+	go vet -tags e2e ./test/e2e/
 
 # Real kube-apiserver and etcd for envtest, built from the Go module proxy and cached outside the
 # clone (setup-envtest cannot download here). See hack/k8s-binaries.sh.
@@ -70,8 +71,13 @@ verify: controller-gen ## Fail if generated files (CRDs, RBAC, webhook config, d
 	@CONTROLLER_GEN="$(CONTROLLER_GEN)" hack/verify-generated.sh
 
 .PHONY: test
-test: verify vet envtest-assets kustomize ## Run all tests against a real API server (the README's test command).
+test: verify vet envtest-assets kustomize ## Run all tests: unit, envtest (real API server), and e2e (real node) when possible.
 	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" go test ./... -count=1 -timeout 20m
+	hack/e2e.sh
+
+.PHONY: test-e2e
+test-e2e: ## Run only the end-to-end suite on a real single-node cluster (root, containerd).
+	E2E_REQUIRED=1 hack/e2e.sh
 
 .PHONY: demo
 demo: ## Start a local control plane with the operator and show the fence stopping a paused holder.

@@ -42,6 +42,8 @@ type config struct {
 	work                                                        time.Duration
 	tokenFromEnv, tokenFile                                     string
 	release                                                     bool
+	readyFile                                                   string
+	unreadyAfter                                                time.Duration
 }
 
 func main() {
@@ -56,7 +58,17 @@ func main() {
 	flag.StringVar(&c.tokenFromEnv, "token-from-env", "", "Do not acquire: use the token in this environment variable (a pod's downward API)")
 	flag.StringVar(&c.tokenFile, "token-file", "", "Do not acquire: use the token in this file (a downwardAPI volume)")
 	flag.BoolVar(&c.release, "release", true, "Release the lock after writing")
+	flag.StringVar(&c.readyFile, "ready-file", "", "Create this file at start (for an exec readiness probe, see --probe)")
+	flag.DurationVar(&c.unreadyAfter, "unready-after", 0, "Remove --ready-file after this long: the pod turns not Ready, "+
+		"as a pod on a partitioned node would")
+	probe := flag.String("probe", "", "Exit 0 if this file exists, 1 otherwise (an exec readiness probe), and do nothing else")
 	flag.Parse()
+	if *probe != "" {
+		if _, err := os.Stat(*probe); err != nil {
+			os.Exit(exitError)
+		}
+		os.Exit(exitOK)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, c))
@@ -80,6 +92,18 @@ func run(ctx context.Context, c config) int {
 		return exitError
 	}
 	who := c.identity
+	if c.readyFile != "" {
+		if err := os.WriteFile(c.readyFile, nil, 0o600); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return exitError
+		}
+		if c.unreadyAfter > 0 {
+			time.AfterFunc(c.unreadyAfter, func() {
+				say(who, "turning not Ready (removing %s)", c.readyFile)
+				_ = os.Remove(c.readyFile)
+			})
+		}
+	}
 	var tok token.Token
 	var grant *lock.Grant
 	switch {
@@ -88,7 +112,7 @@ func run(ctx context.Context, c config) int {
 			fmt.Fprintln(os.Stderr, err)
 			return exitError
 		}
-		say(who, "was granted lock %s/%s with token %s", c.namespace, c.lockName, tok)
+		say(who, "was granted lock %s/%s: FENCING_TOKEN=%s (from %s)", c.namespace, c.lockName, tok, tokenSources(c))
 	default:
 		opts := []lock.Option{lock.WithWaitCallback(func(st lease.State) {
 			if st.Held() {
@@ -153,10 +177,24 @@ func run(ctx context.Context, c config) int {
 	return exitOK
 }
 
+// tokenSources describes where the token came from; with both an environment variable and a
+// file it also checks they agree.
+func tokenSources(c config) string {
+	var src []string
+	if c.tokenFromEnv != "" {
+		src = append(src, fmt.Sprintf("$%s=%s", c.tokenFromEnv, os.Getenv(c.tokenFromEnv)))
+	}
+	if c.tokenFile != "" {
+		b, _ := os.ReadFile(c.tokenFile)
+		src = append(src, fmt.Sprintf("%s=%s", c.tokenFile, b))
+	}
+	return strings.Join(src, ", ")
+}
+
 func tokenGiven(c config) (token.Token, error) {
 	raw := os.Getenv(c.tokenFromEnv)
 	src := "$" + c.tokenFromEnv
-	if c.tokenFile != "" {
+	if c.tokenFromEnv == "" {
 		b, err := os.ReadFile(c.tokenFile)
 		if err != nil {
 			return 0, fmt.Errorf("reading token: %w", err)

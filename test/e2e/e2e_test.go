@@ -1,0 +1,285 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/test/util"
+)
+
+func newNamespace() string {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}
+	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
+	return ns.Name
+}
+
+// samples decodes config/samples/<file> into objects.
+func samples(file string) []*unstructured.Unstructured {
+	raw, err := os.ReadFile(filepath.Join(util.RepoRoot(), "config", "samples", file))
+	Expect(err).NotTo(HaveOccurred())
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			return out
+		} else {
+			Expect(err).NotTo(HaveOccurred())
+		}
+		out = append(out, obj)
+	}
+}
+
+// forThisNode adapts a pod template to this machine: no registry (local image), no Service
+// network (host network, API server on 127.0.0.1).
+func forThisNode(spec *corev1.PodSpec) {
+	spec.HostNetwork = true
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		c.Image, c.ImagePullPolicy = workerImage, corev1.PullNever
+		c.Env = append(c.Env, corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: "127.0.0.1"},
+			corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: apiPort})
+	}
+}
+
+// installSamples creates the sample lock (with leaseSeconds) and the sample Job's RBAC in ns, and
+// returns the sample Job adapted to this node.
+func installSamples(ns string, leaseSeconds int32) *batchv1.Job {
+	fl := &locksv1alpha1.FencedLock{}
+	Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(samples("locks_v1alpha1_fencedlock.yaml")[0].Object, fl)).To(Succeed())
+	fl.Namespace, fl.Spec.LeaseDurationSeconds = ns, leaseSeconds
+	Expect(k8sClient.Create(ctx, fl)).To(Succeed())
+	var job *batchv1.Job
+	for _, obj := range samples("job_ledger.yaml") {
+		obj.SetNamespace(ns)
+		if obj.GetKind() == "Job" {
+			job = &batchv1.Job{}
+			Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, job)).To(Succeed())
+			continue
+		}
+		if obj.GetKind() == "RoleBinding" {
+			subjects, _, _ := unstructured.NestedSlice(obj.Object, "subjects")
+			subjects[0].(map[string]any)["namespace"] = ns
+			Expect(unstructured.SetNestedSlice(obj.Object, subjects, "subjects")).To(Succeed())
+		}
+		Expect(k8sClient.Create(ctx, obj)).To(Succeed())
+	}
+	forThisNode(&job.Spec.Template.Spec)
+	Eventually(func() bool {
+		_ = k8sClient.Get(ctx, client.ObjectKeyFromObject(fl), fl)
+		for _, c := range fl.Status.Conditions {
+			if c.Type == locksv1alpha1.ConditionReady && c.Status == metav1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 50*time.Millisecond).Should(BeTrue())
+	return job
+}
+
+func logs(ns, pod string) string {
+	b, err := clientset.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{}).DoRaw(ctx)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return string(b)
+}
+
+var (
+	grantedLine = regexp.MustCompile(`\[(\d\d:\d\d:\d\d\.\d{3})\] (\S+)\s+was granted lock \S+: FENCING_TOKEN=(\d+) \(from \$FENCING_TOKEN=(\d+), /etc/fencedlock/token=(\d+)\)`)
+	acceptedAt  = regexp.MustCompile(`\[(\d\d:\d\d:\d\d\.\d{3})\] \S+\s+write accepted`)
+)
+
+type grant struct {
+	pod        string
+	token      uint64
+	grantedAt  time.Time
+	acceptedAt time.Time
+}
+
+func clock(s string) time.Time {
+	t, err := time.Parse("15:04:05.000", s)
+	ExpectWithOffset(2, err).NotTo(HaveOccurred())
+	return t
+}
+
+func parseGrant(ns, pod string) grant {
+	out := logs(ns, pod)
+	m := grantedLine.FindStringSubmatch(out)
+	ExpectWithOffset(1, m).NotTo(BeNil(), "pod %s logs:\n%s", pod, out)
+	ExpectWithOffset(1, m[4]).To(Equal(m[3]), "token from the env var")
+	ExpectWithOffset(1, m[5]).To(Equal(m[3]), "token from the downwardAPI volume")
+	tok, _ := strconv.ParseUint(m[3], 10, 64)
+	g := grant{pod: pod, token: tok, grantedAt: clock(m[1])}
+	if a := acceptedAt.FindStringSubmatch(out); a != nil {
+		g.acceptedAt = clock(a[1])
+	}
+	return g
+}
+
+func ledger(ns string) *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{}
+	ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ledger"}, cm)).To(Succeed())
+	return cm
+}
+
+func jobPods(ns, job string) []corev1.Pod {
+	var pods corev1.PodList
+	ExpectWithOffset(1, k8sClient.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"job-name": job})).To(Succeed())
+	return pods.Items
+}
+
+var _ = Describe("Jobs and pods as lock holders on a real node", func() {
+	It("runs a Job's pods one at a time, each with a higher token from the downward API", func() {
+		ns := newNamespace()
+		job := installSamples(ns, 15)
+		start := time.Now()
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(job), job)).To(Succeed())
+			g.Expect(job.Status.Failed).To(BeZero())
+			g.Expect(job.Status.Succeeded).To(Equal(int32(3)))
+		}, 3*time.Minute, 200*time.Millisecond).Should(Succeed())
+		AddReportEntry("job with 3 serialized pods", time.Since(start).Round(time.Millisecond).String())
+
+		pods := jobPods(ns, "settle")
+		grants := make([]grant, 0, len(pods))
+		for _, p := range pods {
+			grants = append(grants, parseGrant(ns, p.Name))
+		}
+		Expect(grants).To(HaveLen(3))
+		slices.SortFunc(grants, func(a, b grant) int { return a.grantedAt.Compare(b.grantedAt) })
+		for i := 1; i < len(grants); i++ {
+			Expect(grants[i].token).To(BeNumerically(">", grants[i-1].token), "tokens in grant order: %+v", grants)
+			Expect(grants[i].grantedAt.After(grants[i-1].acceptedAt)).To(BeTrue(), "grants overlap: %+v", grants)
+			handover := grants[i].grantedAt.Sub(grants[i-1].acceptedAt)
+			AddReportEntry(fmt.Sprintf("handover %d (previous pod's write accepted -> next pod running with its token)", i),
+				handover.String())
+			fmt.Fprintf(GinkgoWriter, "handover %d: %s\n", i, handover)
+		}
+		cm := ledger(ns)
+		last := grants[len(grants)-1]
+		Expect(cm.Data["writer"]).To(Equal(last.pod))
+		Expect(cm.Annotations[locksv1alpha1.TokenAnnotation]).To(Equal(strconv.FormatUint(last.token, 10)))
+	})
+
+	It("hands the lock over when the holder pod is killed mid-hold", func() {
+		ns := newNamespace()
+		job := installSamples(ns, 15)
+		job.Name = "long"
+		job.Spec.Completions, job.Spec.Parallelism = ptr.To[int32](1), ptr.To[int32](1)
+		args := job.Spec.Template.Spec.Containers[0].Args
+		job.Spec.Template.Spec.Containers[0].Args = append(slices.Clone(args), "--work=10m")
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		var holder corev1.Pod
+		Eventually(func(g Gomega) {
+			pods := jobPods(ns, "long")
+			g.Expect(pods).To(HaveLen(1))
+			holder = pods[0]
+			g.Expect(holder.Status.Phase).To(Equal(corev1.PodRunning))
+		}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
+		first := parseGrantEventually(ns, holder.Name)
+
+		next := installNextJob(ns, job, "next")
+		Eventually(func() int32 { return waiting(ns) }, time.Minute, 100*time.Millisecond).Should(Equal(int32(1)))
+
+		killedAt := time.Now()
+		Expect(k8sClient.Delete(ctx, &holder, client.GracePeriodSeconds(0))).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(next), next)).To(Succeed())
+			g.Expect(next.Status.Succeeded).To(Equal(int32(1)))
+		}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
+		second := parseGrant(ns, jobPods(ns, "next")[0].Name)
+		Expect(second.token).To(BeNumerically(">", first.token))
+		AddReportEntry("holder pod deleted -> next pod granted and ungated (API)", time.Since(killedAt).String())
+	})
+
+	It("refuses a stale pod's late write after its grant was revoked", func() {
+		ns := newNamespace()
+		job := installSamples(ns, 3)
+		job.Name = "stale"
+		job.Spec.Completions, job.Spec.Parallelism = ptr.To[int32](1), ptr.To[int32](1)
+		c := &job.Spec.Template.Spec.Containers[0]
+		// A holder that stops being Ready (as on a partitioned node) and writes much later.
+		c.Args = append(slices.Clone(c.Args), "--work=25s", "--ready-file=/tmp/ready", "--unready-after=3s")
+		c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
+			Command: []string{"/bin/entry", "--probe", "/tmp/ready"}}}, PeriodSeconds: 1, FailureThreshold: 1}
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		var stale corev1.Pod
+		Eventually(func(g Gomega) {
+			pods := jobPods(ns, "stale")
+			g.Expect(pods).To(HaveLen(1))
+			stale = pods[0]
+			g.Expect(stale.Status.Phase).To(Equal(corev1.PodRunning))
+		}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
+		old := parseGrantEventually(ns, stale.Name)
+
+		next := installNextJob(ns, job, "fresh")
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(next), next)).To(Succeed())
+			g.Expect(next.Status.Succeeded).To(Equal(int32(1)))
+		}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
+		fresh := parseGrant(ns, jobPods(ns, "fresh")[0].Name)
+		Expect(fresh.token).To(BeNumerically(">", old.token))
+
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(&stale), &stale)).To(Succeed())
+			g.Expect(stale.Status.Phase).To(Equal(corev1.PodFailed))
+		}, 2*time.Minute, 500*time.Millisecond).Should(Succeed())
+		out := logs(ns, stale.Name)
+		Expect(out).To(ContainSubstring(fmt.Sprintf("stale fencing token %d for lock %s/ledger: the lock was re-acquired with token %d",
+			old.token, ns, fresh.token)))
+		Expect(stale.Status.ContainerStatuses[0].State.Terminated.ExitCode).To(Equal(int32(3)))
+		Expect(ledger(ns).Data["writer"]).To(Equal(fresh.pod))
+	})
+})
+
+func parseGrantEventually(ns, pod string) grant {
+	EventuallyWithOffset(1, func() string { return logs(ns, pod) }, time.Minute, 100*time.Millisecond).Should(
+		ContainSubstring("was granted lock"))
+	return parseGrant(ns, pod)
+}
+
+// installNextJob creates a one-pod Job like job, named name, that writes at once.
+func installNextJob(ns string, job *batchv1.Job, name string) *batchv1.Job {
+	next := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: *job.Spec.DeepCopy()}
+	next.Spec.Selector, next.Spec.ManualSelector = nil, nil
+	delete(next.Spec.Template.Labels, "batch.kubernetes.io/controller-uid")
+	delete(next.Spec.Template.Labels, "controller-uid")
+	delete(next.Spec.Template.Labels, "batch.kubernetes.io/job-name")
+	delete(next.Spec.Template.Labels, "job-name")
+	c := &next.Spec.Template.Spec.Containers[0]
+	c.ReadinessProbe = nil
+	c.Args = slices.DeleteFunc(slices.Clone(c.Args), func(a string) bool {
+		return a == "--work=10m" || a == "--work=25s" || a == "--ready-file=/tmp/ready" || a == "--unready-after=3s"
+	})
+	ExpectWithOffset(1, k8sClient.Create(ctx, next)).To(Succeed())
+	return next
+}
+
+func waiting(ns string) int32 {
+	fl := &locksv1alpha1.FencedLock{}
+	ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ledger"}, fl)).To(Succeed())
+	return fl.Status.WaitingCount
+}
