@@ -126,8 +126,9 @@ func (r *FencedLockReconciler) ungate(ctx context.Context, fl *locksv1alpha1.Fen
 // waiterLog remembers, per lock, which queued pods were told they are waiting, so that each pod
 // gets one Waiting event. It holds only the current queues.
 type waiterLog struct {
-	mu   sync.Mutex
-	seen map[types.NamespacedName]map[types.UID]struct{}
+	mu    sync.Mutex
+	seen  map[types.NamespacedName]map[types.UID]struct{}
+	total int // pods in all queues
 }
 
 func newWaiterLog() *waiterLog {
@@ -148,11 +149,7 @@ func (r *FencedLockReconciler) announceWaiters(fl *locksv1alpha1.FencedLock, que
 		r.Recorder.Eventf(pod, fl, corev1.EventTypeNormal, "Waiting", "Queue",
 			"Waiting for lock %s (position %d of %d)", fl.Name, i+1, len(queue))
 	}
-	if len(cur) == 0 {
-		delete(r.waiters.seen, key)
-		return
-	}
-	r.waiters.seen[key] = cur
+	r.waiters.set(key, cur)
 }
 
 // reportMissingLock tells pods waiting for a lock that does not exist (yet, or any more) why they
@@ -174,6 +171,17 @@ func (r *FencedLockReconciler) reportMissingLock(ctx context.Context, key types.
 				"FencedLock %s does not exist; the pod stays gated until it is created", key.Name)
 		}
 	}
-	r.waiters.seen[key] = cur
+	r.waiters.set(key, cur)
 	return nil
+}
+
+// set records a lock's current queue (the caller holds w.mu) and updates the queue-length gauge.
+func (w *waiterLog) set(key types.NamespacedName, cur map[types.UID]struct{}) {
+	w.total += len(cur) - len(w.seen[key])
+	if len(cur) == 0 {
+		delete(w.seen, key)
+	} else {
+		w.seen[key] = cur
+	}
+	waitingPods.Set(float64(w.total))
 }

@@ -24,6 +24,10 @@ var (
 		Help:    "How long grants were held, from observed grant to observed release or revocation.",
 		Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
 	})
+	waitingPods = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fencedlock_waiting_pods",
+		Help: "Pods queued for a lock (gated, not yet granted), over all locks.",
+	})
 	waitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "fencedlock_wait_seconds",
 		Help:    "How long queued holders waited from entering the queue to their grant.",
@@ -32,5 +36,5 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(grantsTotal, releasesTotal, expirationsTotal, holdSeconds, waitSeconds)
+	metrics.Registry.MustRegister(grantsTotal, releasesTotal, expirationsTotal, holdSeconds, waitSeconds, waitingPods)
 }
