@@ -11,6 +11,17 @@ ETCD_VERSION=${ETCD_VERSION:-v3.7.3}
 CACHE=${FENCEDLOCK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fencedlock}
 BIN=$CACHE/k8s-$K8S_VERSION/bin
 log() { echo "[k8s-binaries] $*" >&2; }
+# with_progress CMD...: runs a long build, printing a line every 30 s so nobody wonders if it hangs.
+with_progress() {
+  local start=$SECONDS
+  "$@" &
+  local pid=$!
+  while kill -0 $pid 2>/dev/null; do
+    for _ in $(seq 1 30); do kill -0 $pid 2>/dev/null || break; sleep 1; done
+    kill -0 $pid 2>/dev/null && log "  ... still building ($((SECONDS - start))s)"
+  done
+  wait $pid
+}
 
 components=("$@")
 [ ${#components[@]} -gt 0 ] || components=(etcd kube-apiserver)
@@ -39,7 +50,7 @@ if [ $need_etcd = 1 ]; then
     printf '//go:build tools\n\npackage tools\n\nimport _ "go.etcd.io/etcd/server/v3"\n' > tools.go
     go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >&2
     go mod tidy >&2
-    go build -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" go.etcd.io/etcd/server/v3
+    with_progress go build -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" go.etcd.io/etcd/server/v3
     mv "$BIN/etcd.tmp" "$BIN/etcd"
   )
 fi
@@ -72,7 +83,7 @@ EOT
         go mod edit "-replace=$m=$m@$SV"
       done
       go mod edit "-require=k8s.io/kubernetes@$K8S_VERSION"
-      go mod tidy >&2
+      with_progress go mod tidy >&2
       touch .ready
     fi
     MINOR=${K8S_VERSION#v1.}; MINOR=${MINOR%%.*}
@@ -84,7 +95,7 @@ EOT
     done
     pkgs=(); for c in "${missing_k8s[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
     T=$(mktemp -d "$BIN/.build.XXXX")
-    go build -trimpath -ldflags "$LD" -o "$T/" "${pkgs[@]}"
+    with_progress go build -trimpath -ldflags "$LD" -o "$T/" "${pkgs[@]}"
     mv "$T"/* "$BIN/" && rmdir "$T"
   )
 fi

@@ -49,6 +49,7 @@ overwrite newer data.`,
 	root.CompletionOptions.HiddenDefaultCmd = false
 	flags.AddFlags(root.PersistentFlags())
 	o := &options{flags: flags, streams: streams}
-	root.AddCommand(newGetCommand(o), newAcquireCommand(o), newRenewCommand(o), newReleaseCommand(o), newRunCommand(o))
+	root.AddCommand(newGetCommand(o), newAcquireCommand(o), newRenewCommand(o), newReleaseCommand(o), newRunCommand(o),
+		newStampCommand(o), newApplyCommand(o))
 	return root
 }

@@ -1,0 +1,90 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gexec"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// The kubectl plugin, built and run as a process against the real API server.
+var _ = Describe("kubectl fencedlock", Ordered, func() {
+	var bin, kubeconfig, ns string
+
+	BeforeAll(func() {
+		var err error
+		bin, err = gexec.Build("github.com/fencedlock/fencedlock/cmd/kubectl-fencedlock")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(gexec.CleanupBuildArtifacts)
+		user, err := testEnv.AddUser(envtest.User{Name: "plugin", Groups: []string{"system:masters"}}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		kc, err := user.KubeConfig()
+		Expect(err).NotTo(HaveOccurred())
+		kubeconfig = filepath.Join(GinkgoT().TempDir(), "kubeconfig")
+		Expect(os.WriteFile(kubeconfig, kc, 0o600)).To(Succeed())
+		ns = newNamespace()
+		newLock(ns, "ledger", 15)
+	})
+
+	plugin := func(env []string, args ...string) *gexec.Session {
+		cmd := exec.Command(bin, append([]string{"--kubeconfig", kubeconfig, "-n", ns}, args...)...)
+		cmd.Env = append(os.Environ(), env...)
+		s, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		return s
+	}
+	runOK := func(args ...string) string {
+		s := plugin(nil, args...)
+		Eventually(s, 30*time.Second).Should(gexec.Exit(0), string(s.Err.Contents()))
+		return strings.TrimSpace(string(s.Out.Contents()))
+	}
+
+	It("acquires, shows and releases a lock", func() {
+		tok := runOK("acquire", "ledger", "--identity", "shell-user")
+		Expect(tok).To(MatchRegexp(`^\d+$`))
+		Expect(runOK("get")).To(MatchRegexp(`ledger\s+shell-user\s+` + tok))
+		Expect(runOK("get", "ledger", "-o", "json")).To(ContainSubstring(`"holder": "shell-user"`))
+
+		s := plugin(nil, "acquire", "ledger", "--identity", "someone-else")
+		Eventually(s, 30*time.Second).Should(gexec.Exit(1))
+		Expect(string(s.Err.Contents())).To(ContainSubstring(`lock is held by "shell-user"`))
+
+		runOK("release", "ledger", "--identity", "shell-user", "--token", tok)
+		Expect(runOK("get")).To(MatchRegexp(`ledger\s+<none>\s+` + tok))
+	})
+
+	It("runs a command under the lock with $FENCING_TOKEN, passing its exit status through", func() {
+		out := runOK("run", "ledger", "--", "sh", "-c", `echo "token=$FENCING_TOKEN lock=$FENCEDLOCK_LOCK"`)
+		Expect(out).To(MatchRegexp(`^token=\d+ lock=ledger$`))
+
+		s := plugin(nil, "run", "ledger", "--", "sh", "-c", "exit 7")
+		Eventually(s, 30*time.Second).Should(gexec.Exit(7))
+		Expect(string(s.Err.Contents())).To(ContainSubstring("released ledger"))
+		Expect(runOK("get")).To(MatchRegexp(`ledger\s+<none>`), "released after the command")
+	})
+
+	It("writes fenced objects with stamp and apply; a stale token is refused", func() {
+		manifest := filepath.Join(GinkgoT().TempDir(), "cm.yaml")
+		Expect(os.WriteFile(manifest, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: books\ndata:\n  balance: \"1\"\n"), 0o600)).To(Succeed())
+
+		stamped := runOK("stamp", "-f", manifest, "--lock", "ledger", "--token", "123")
+		Expect(stamped).To(ContainSubstring(`fencedlock.io/token: "123"`))
+		Expect(stamped).To(ContainSubstring(`fencedlock.io/fenced-by: ledger`))
+
+		out := runOK("run", "ledger", "--", bin, "--kubeconfig", kubeconfig, "-n", ns, "apply", "-f", manifest, "--lock", "ledger")
+		Expect(out).To(MatchRegexp(`configmaps/books applied with token \d+`))
+		first := strings.Fields(out)[len(strings.Fields(out))-1]
+
+		runOK("run", "ledger", "--", "true") // the lock moves on: first is stale now
+		s := plugin([]string{"FENCING_TOKEN=" + first}, "apply", "-f", manifest, "--lock", "ledger")
+		Eventually(s, 30*time.Second).Should(gexec.Exit(1))
+		Expect(string(s.Err.Contents())).To(ContainSubstring("stale fencing token " + first))
+	})
+})
