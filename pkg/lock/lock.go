@@ -44,6 +44,36 @@ type Locker struct {
 	identity  string
 	clock     clock.WithTicker
 	onWait    func(lease.State)
+
+	// last is the latest Lease this Locker wrote or read. A Locker that just released can grant
+	// itself again from it with a single write; a stale copy only costs a conflict.
+	mu   sync.Mutex
+	last *coordinationv1.Lease
+}
+
+func (l *Locker) remember(le *coordinationv1.Lease) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.last = le
+}
+
+// tryLast tries to grant from the remembered Lease if it shows the lock free. It returns nil, nil
+// when there is nothing to try or the copy was stale.
+func (l *Locker) tryLast(ctx context.Context) (*Grant, error) {
+	l.mu.Lock()
+	cur := l.last
+	l.mu.Unlock()
+	if cur == nil {
+		return nil, nil
+	}
+	if st, err := lease.Read(cur); err != nil || st.Held() || !st.Initialized() {
+		return nil, nil
+	}
+	g, err := l.grant(ctx, cur)
+	if apierrors.IsConflict(err) {
+		return nil, nil
+	}
+	return g, err
 }
 
 // Option configures a Locker.
@@ -100,6 +130,9 @@ func (l *Locker) key() string { return l.namespace + "/" + l.name }
 // TryAcquire acquires the lock if it is free now. It fails with an error satisfying
 // lease.IsHeld if someone holds it, and wraps ErrNoLease if the lock does not exist.
 func (l *Locker) TryAcquire(ctx context.Context) (*Grant, error) {
+	if g, err := l.tryLast(ctx); g != nil || err != nil {
+		return g, err
+	}
 	for {
 		cur, err := l.leases.Get(ctx, l.name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -120,6 +153,9 @@ func (l *Locker) TryAcquire(ctx context.Context) (*Grant, error) {
 // lock's Lease, never by polling, and tries to take the lock the moment an event shows it free.
 // A missing Lease is waited for as well.
 func (l *Locker) Acquire(ctx context.Context) (*Grant, error) {
+	if g, err := l.tryLast(ctx); g != nil || err != nil {
+		return g, err
+	}
 	for {
 		g, err := l.acquireOnce(ctx)
 		if g != nil || err != nil {
@@ -139,6 +175,13 @@ func (l *Locker) acquireOnce(ctx context.Context) (*Grant, error) {
 	var cur *coordinationv1.Lease
 	if len(list.Items) > 0 {
 		cur = &list.Items[0]
+		// A free lock is taken before any watch is opened: one read and one write.
+		if st, err := lease.Read(cur); err == nil && !st.Held() && st.Initialized() {
+			if g, err := l.grant(ctx, cur); err == nil || !apierrors.IsConflict(err) {
+				return g, err
+			}
+			cur = nil // lost the race: the winner's write arrives on the watch
+		}
 	}
 	w, err := l.leases.Watch(ctx, metav1.ListOptions{
 		FieldSelector: sel, ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true,
@@ -220,6 +263,7 @@ func (l *Locker) grant(ctx context.Context, cur *coordinationv1.Lease) (*Grant, 
 		}
 		return nil, fmt.Errorf("lock %s: %w", l.key(), err)
 	}
+	l.remember(out)
 	return &Grant{locker: l, Token: tok, lease: out, renewedAt: l.clock.Now(), lost: make(chan struct{})}, nil
 }
 
@@ -282,6 +326,7 @@ func (g *Grant) update(ctx context.Context, mutate func(*coordinationv1.Lease) e
 			g.mu.Lock()
 			g.lease, g.renewedAt = out, l.clock.Now()
 			g.mu.Unlock()
+			l.remember(out)
 			return nil
 		}
 		if !apierrors.IsConflict(err) {
