@@ -79,6 +79,10 @@ test: verify vet envtest-assets kustomize ## Run all tests: unit, envtest (real 
 test-e2e: ## Run only the end-to-end suite on a real single-node cluster (root, containerd).
 	E2E_REQUIRED=1 hack/e2e.sh
 
+.PHONY: bench
+bench: envtest-assets ## Benchmarks on a real API server; prints a table (see docs/benchmarks.md).
+	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" go test -tags bench ./test/bench/ -run TestBench -count=1 -v -timeout 60m
+
 .PHONY: demo
 demo: ## Start a local control plane with the operator and show the fence stopping a paused holder.
 	hack/demo.sh

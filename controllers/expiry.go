@@ -25,6 +25,10 @@ type observation struct {
 	// notReadySince is, for a pod holder, when this controller first saw it not Ready since it was
 	// granted or last Ready; zero while it is Ready or the holder is not a pod.
 	notReadySince time.Time
+	// statusWrittenAt is when this controller last wrote the lock's status, and revoked how many
+	// grants it revoked since: status writes are coalesced on a busy lock.
+	statusWrittenAt time.Time
+	revoked         int
 }
 
 // observer remembers the last observation of each lock. After a restart every lease gets a fresh
@@ -47,6 +51,43 @@ func (o *observer) observe(key types.NamespacedName, rv string, st lease.State, 
 	cur = nextObservation(prev, rv, st, podReady, now)
 	o.seen[key] = cur
 	return cur, prev
+}
+
+// noteRevoke counts a revocation made by this controller.
+func (o *observer) noteRevoke(key types.NamespacedName) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	obs := o.seen[key]
+	obs.revoked++
+	o.seen[key] = obs
+}
+
+// statusWait returns how long a changed status must wait so that status writes of one lock are
+// at least minInterval apart; zero means write now.
+func (o *observer) statusWait(key types.NamespacedName, now time.Time, minInterval time.Duration) time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return statusWait(o.seen[key].statusWrittenAt, now, minInterval)
+}
+
+// statusWritten records a status write and returns the revocations made since the previous one.
+func (o *observer) statusWritten(key types.NamespacedName, now time.Time) (revoked int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	obs := o.seen[key]
+	revoked, obs.revoked, obs.statusWrittenAt = obs.revoked, 0, now
+	o.seen[key] = obs
+	return revoked
+}
+
+// statusWait is the pure part of observer.statusWait. The first change after a quiet period is
+// written at once; changes that follow within minInterval are coalesced into one write, so a lock
+// changing hands hundreds of times a second costs a few status writes, not hundreds.
+func statusWait(lastWrite, now time.Time, minInterval time.Duration) time.Duration {
+	if lastWrite.IsZero() || minInterval <= 0 {
+		return 0
+	}
+	return max(0, lastWrite.Add(minInterval).Sub(now))
 }
 
 func (o *observer) forget(key types.NamespacedName) {

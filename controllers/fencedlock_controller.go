@@ -46,9 +46,16 @@ type FencedLockReconciler struct {
 	Recorder  events.EventRecorder
 	// Clock is the one clock expiry is judged on.
 	Clock clock.PassiveClock
+	// StatusMinInterval coalesces status writes of a lock that changes hands faster than this.
+	StatusMinInterval time.Duration
+	// EventBurst and EventInterval rate-limit the lock-level Acquired/Released events of a lock
+	// (as the Kubernetes event spam filter does); metrics count every transition.
+	EventBurst    int
+	EventInterval time.Duration
 
 	observer *observer
 	waiters  *waiterLog
+	limiter  *eventLimiter
 }
 
 // +kubebuilder:rbac:groups=locks.fencedlock.io,resources=fencedlocks,verbs=get;list;watch
@@ -63,6 +70,7 @@ func (r *FencedLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.Get(ctx, req.NamespacedName, &fl); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.observer.forget(req.NamespacedName)
+			r.limiter.forget(req.NamespacedName)
 			return ctrl.Result{}, r.reportMissingLock(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, err
@@ -109,20 +117,30 @@ func (r *FencedLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 	}
 
-	before := *fl.Status.DeepCopy()
-	written, err := r.writeStatus(ctx, &fl, computeStatus(&fl, st, queue, now))
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if written { // events and metrics once per change, even when a write conflicts and is retried
-		r.recordTransition(&fl, l, before, st, prev, now)
-	}
 	r.announceWaiters(&fl, queue)
-	if p.deadline.IsZero() {
+	before, status := *fl.Status.DeepCopy(), computeStatus(&fl, st, queue, now)
+	wake := p.deadline // the only timers: a grant's deadline, and a coalesced status write
+	if !equality.Semantic.DeepEqual(before, status) {
+		if wait := r.observer.statusWait(req.NamespacedName, now, r.StatusMinInterval); wait > 0 {
+			wake = earliest(wake, now.Add(wait))
+		} else if written, err := r.writeStatus(ctx, &fl, status); err != nil {
+			return ctrl.Result{}, err
+		} else if written { // events and metrics once per change, even when a write conflicts
+			r.recordTransition(&fl, l, before, st, prev, r.observer.statusWritten(req.NamespacedName, now), now)
+		}
+	}
+	if wake.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	// Wake exactly at the deadline: the only timer this controller sets.
-	return ctrl.Result{RequeueAfter: p.deadline.Sub(now)}, nil
+	return ctrl.Result{RequeueAfter: wake.Sub(now)}, nil
+}
+
+// earliest returns the earlier of two times, ignoring zero ones.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }
 
 // writeStatus writes status if it differs from what is stored, and reports whether it did.
@@ -143,20 +161,21 @@ func (r *FencedLockReconciler) writeStatus(ctx context.Context, fl *locksv1alpha
 // recordTransition emits events and metrics for the grants and releases between the status before
 // this reconcile and the Lease state now.
 func (r *FencedLockReconciler) recordTransition(fl *locksv1alpha1.FencedLock, l *coordinationv1.Lease,
-	before locksv1alpha1.FencedLockStatus, st lease.State, prev observation, now time.Time) {
+	before locksv1alpha1.FencedLockStatus, st lease.State, prev observation, revoked int, now time.Time) {
 	t := computeTransition(before, st)
-	if t.ended && !t.revoked { // revocations were counted when they were made
-		releasesTotal.Inc()
+	// Revocations were counted when they were made; every other ended grant was released.
+	if released := int(t.ended) - revoked; released > 0 {
+		releasesTotal.Add(float64(released))
+	}
+	if t.ended > 0 && !t.lastRevoked {
 		if prev.token.String() == before.Token && !prev.acquiredAt.IsZero() {
 			holdSeconds.Observe(now.Sub(prev.acquiredAt).Seconds())
 		}
-		r.Recorder.Eventf(fl, l, corev1.EventTypeNormal, locksv1alpha1.ReasonReleased, "Release",
-			"Released by %s (token %s)", before.Holder, before.Token)
+		r.event(fl, l, locksv1alpha1.ReasonReleased, "Release", "Released by %s (token %s)", before.Holder, before.Token)
 	}
 	if t.granted > 0 {
 		grantsTotal.Add(float64(t.granted))
-		r.Recorder.Eventf(fl, l, corev1.EventTypeNormal, locksv1alpha1.ReasonAcquired, "Grant",
-			"Granted to %s with token %s", st.Holder, st.Token)
+		r.event(fl, l, locksv1alpha1.ReasonAcquired, "Grant", "Granted to %s with token %s", st.Holder, st.Token)
 	}
 }
 
@@ -172,6 +191,7 @@ func maxHold(fl *locksv1alpha1.FencedLock) time.Duration {
 func (r *FencedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.observer = newObserver()
 	r.waiters = newWaiterLog()
+	r.limiter = newEventLimiter(r.EventBurst, r.EventInterval)
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}

@@ -71,6 +71,7 @@ func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.
 	log := logf.FromContext(ctx)
 	switch p.end {
 	case revoke:
+		r.observer.noteRevoke(client.ObjectKeyFromObject(fl))
 		r.recordRevoke(fl, l, st, p.reason, now.Sub(obs.acquiredAt))
 	case release:
 		log.Info("Released lock on behalf of its pod", "holder", st.Holder, "token", st.Token.String(), "why", p.why)

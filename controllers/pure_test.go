@@ -75,11 +75,12 @@ func TestComputeTransition(t *testing.T) {
 		want transition
 	}{
 		{"nothing happened", prevHeld, lease.State{Holder: "a", Token: tokenOf(10), Transitions: 3}, transition{}},
-		{"released", prevHeld, lease.State{Token: tokenOf(10), Transitions: 3}, transition{ended: true}},
-		{"revoked", prevHeld, revoked, transition{ended: true, revoked: true}},
+		{"released", prevHeld, lease.State{Token: tokenOf(10), Transitions: 3}, transition{ended: 1}},
+		{"revoked", prevHeld, revoked, transition{ended: 1, lastRevoked: true}},
 		{"granted from free", prevFree, lease.State{Holder: "b", Token: tokenOf(12), Transitions: 4}, transition{granted: 1}},
 		{"handed over between reconciles", prevHeld, lease.State{Holder: "c", Token: tokenOf(20), Transitions: 6},
-			transition{granted: 3, ended: true}},
+			transition{granted: 3, ended: 3}},
+		{"many grants coalesced, free now", prevHeld, lease.State{Token: tokenOf(30), Transitions: 8}, transition{granted: 5, ended: 6}},
 		{"lease recreated: counter restarted", prevFree, lease.State{Holder: "b", Token: tokenOf(30), Transitions: 1}, transition{granted: 1}},
 	}
 	for _, tc := range cases {
@@ -139,3 +140,23 @@ func TestComputeStatus(t *testing.T) {
 }
 
 func tokenOf(v uint64) token.Token { return token.Token(v) }
+
+func TestStatusWait(t *testing.T) {
+	cases := []struct {
+		name      string
+		lastWrite time.Time
+		now       time.Time
+		min       time.Duration
+		want      time.Duration
+	}{
+		{"never written: at once", time.Time{}, t0, time.Second, 0},
+		{"quiet lock: at once", t0, t0.Add(2 * time.Second), time.Second, 0},
+		{"busy lock: coalesce", t0, t0.Add(300 * time.Millisecond), time.Second, 700 * time.Millisecond},
+		{"coalescing off", t0, t0, 0, 0},
+	}
+	for _, tc := range cases {
+		if got := statusWait(tc.lastWrite, tc.now, tc.min); got != tc.want {
+			t.Errorf("%s: statusWait = %v; want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -73,28 +73,36 @@ func setCondition(s *locksv1alpha1.FencedLockStatus, gen int64, typ string, stat
 	})
 }
 
-// transition is a change of holder the controller observed between two statuses.
+// transition is what changed hands between two statuses (possibly many grants when status writes
+// were coalesced).
 type transition struct {
-	// granted is the number of grants made (0 if none); a burst between two reconciles is counted
-	// from the Lease's transition counter.
+	// granted is the number of grants made, counted from the Lease's transition counter.
 	granted int32
-	// ended is true when the previously observed grant ended, revoked tells whether by expiry.
-	ended   bool
-	revoked bool
+	// ended is the number of grants that ended; lastRevoked tells whether the last one to end, the
+	// one the previous status showed, was revoked by expiry.
+	ended       int32
+	lastRevoked bool
 }
 
 // computeTransition compares the previous status with the Lease state now.
 func computeTransition(prev locksv1alpha1.FencedLockStatus, st lease.State) transition {
 	var t transition
-	if st.Token.String() != prev.Token && st.Held() {
-		t.granted = max(st.Transitions-prev.LeaseTransitions,
-			// the Lease was recreated: its counter restarted
-			1)
+	if st.Token.String() != prev.Token {
+		t.granted = st.Transitions - prev.LeaseTransitions
+		if t.granted < 0 { // the Lease was recreated: its counter restarted
+			t.granted = st.Transitions
+		}
 	}
-	if prev.Holder != "" && (!st.Held() || st.Token.String() != prev.Token) {
-		t.ended = true
-		t.revoked = st.RevokedToken.String() == prev.Token
+	// Every grant made or held before ends unless it is the one held now.
+	t.ended = t.granted
+	if prev.Holder != "" {
+		t.ended++
 	}
+	if st.Held() {
+		t.ended--
+	}
+	t.ended = max(t.ended, 0)
+	t.lastRevoked = prev.Holder != "" && st.RevokedToken.String() == prev.Token
 	return t
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
 )
 
 // Output formats.
@@ -75,6 +78,11 @@ func newGetCommand(o *options) *cobra.Command {
 					return err
 				}
 			}
+			if output != outputJSON && output != outputYAML {
+				if err := liveHolders(cmd.Context(), cl, &list, ns, all); err != nil {
+					return err
+				}
+			}
 			return printLocks(o.streams.Out, &list, output, all, time.Now())
 		},
 	}
@@ -82,6 +90,39 @@ func newGetCommand(o *options) *cobra.Command {
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "List locks of all namespaces")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputWide, outputJSON, outputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// liveHolders overwrites holder, token and renewal in the table with the Leases' current state:
+// the Lease is the source of truth, the status may be a moment behind on a busy lock.
+func liveHolders(ctx context.Context, cl client.Client, list *locksv1alpha1.FencedLockList, ns string, all bool) error {
+	var leases coordinationv1.LeaseList
+	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: lease.Selector()}}
+	if !all {
+		opts = append(opts, client.InNamespace(ns))
+	}
+	if err := cl.List(ctx, &leases, opts...); err != nil {
+		return fmt.Errorf("listing leases: %w", err)
+	}
+	byKey := map[client.ObjectKey]*coordinationv1.Lease{}
+	for i := range leases.Items {
+		byKey[client.ObjectKeyFromObject(&leases.Items[i])] = &leases.Items[i]
+	}
+	for i := range list.Items {
+		fl := &list.Items[i]
+		l, ok := byKey[client.ObjectKeyFromObject(fl)]
+		if !ok {
+			continue
+		}
+		st, err := lease.Read(l)
+		if err != nil {
+			continue
+		}
+		fl.Status.Holder, fl.Status.Token, fl.Status.RenewTime = st.Holder, st.Token.String(), nil
+		if st.Held() {
+			fl.Status.RenewTime = st.RenewTime
+		}
+	}
+	return nil
 }
 
 func printLocks(w io.Writer, list *locksv1alpha1.FencedLockList, output string, allNamespaces bool, now time.Time) error {

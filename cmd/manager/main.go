@@ -21,6 +21,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"time"
 
 	// Import all Kubernetes client auth plugins (e.g. Azure, GCP, OIDC, etc.)
 	// to ensure that exec-entrypoint and run can make use of them.
@@ -63,6 +64,8 @@ func main() {
 	var webhookPort int
 	var webhookHost string
 	var rot certRotation
+	var statusMinInterval, eventInterval time.Duration
+	var eventBurst int
 	var enableLeaderElection bool
 	var probeAddr string
 	var secureMetrics bool
@@ -79,6 +82,10 @@ func main() {
 	flag.StringVar(&webhookCertPath, "webhook-cert-path", "", "The directory that contains the webhook certificate.")
 	flag.StringVar(&webhookCertName, "webhook-cert-name", "tls.crt", "The name of the webhook certificate file.")
 	flag.StringVar(&webhookCertKey, "webhook-cert-key", "tls.key", "The name of the webhook key file.")
+	flag.DurationVar(&statusMinInterval, "status-min-interval", time.Second,
+		"Coalesce FencedLock status writes of a lock that changes hands faster than this (0: write every change).")
+	flag.IntVar(&eventBurst, "event-burst", 10, "Acquired/Released events a lock may emit in a burst (0: unlimited).")
+	flag.DurationVar(&eventInterval, "event-interval", 10*time.Second, "After a burst, one Acquired/Released event per lock per this interval.")
 	flag.BoolVar(&rot.enabled, "cert-rotation", true, "Manage the webhook certificates in-cluster (CA and serving "+
 		"certificate in a Secret, CA injected into the webhook configurations, rotated). Off when --webhook-cert-path is set.")
 	flag.StringVar(&rot.namespace, "cert-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the certificate Secret and the webhook Service.")
@@ -199,6 +206,10 @@ func main() {
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("fencedlock-controller"),
 		Clock:     clock.RealClock{},
+
+		StatusMinInterval: statusMinInterval,
+		EventBurst:        eventBurst,
+		EventInterval:     eventInterval,
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Failed to create controller", "controller", "fencedlock")
 		os.Exit(1)

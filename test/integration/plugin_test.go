@@ -50,7 +50,8 @@ var _ = Describe("kubectl fencedlock", Ordered, func() {
 		tok := runOK("acquire", "ledger", "--identity", "shell-user")
 		Expect(tok).To(MatchRegexp(`^\d+$`))
 		Expect(runOK("get")).To(MatchRegexp(`ledger\s+shell-user\s+` + tok))
-		Expect(runOK("get", "ledger", "-o", "json")).To(ContainSubstring(`"holder": "shell-user"`))
+		Eventually(func() string { return runOK("get", "ledger", "-o", "json") }, 10*time.Second).Should(
+			ContainSubstring(`"holder": "shell-user"`), "the status follows the Lease")
 
 		s := plugin(nil, "acquire", "ledger", "--identity", "someone-else")
 		Eventually(s, 30*time.Second).Should(gexec.Exit(1))

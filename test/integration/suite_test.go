@@ -55,7 +55,7 @@ var _ = BeforeSuite(func() {
 // startManager (re)starts the manager: the controller and the fence webhook.
 func startManager() {
 	var err error
-	stopManager, err = util.StartManager(ctx, cfg, clock.RealClock{}, testEnv)
+	stopManager, err = util.StartManager(ctx, cfg, clock.RealClock{}, testEnv, util.Production)
 	Expect(err).NotTo(HaveOccurred())
 }
 

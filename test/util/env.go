@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -79,7 +80,8 @@ func NewEnvironment(extraCRDDirs ...string) (*envtest.Environment, error) {
 // NewManager returns a manager running the FencedLock controller on clk and, when env installed
 // webhooks, the fence, configured like cmd/manager (label-selected Lease cache) but without
 // metrics or probe listeners.
-func NewManager(cfg *rest.Config, clk clock.PassiveClock, env *envtest.Environment) (ctrl.Manager, error) {
+func NewManager(cfg *rest.Config, clk clock.PassiveClock, env *envtest.Environment,
+	opts ...func(*controllers.FencedLockReconciler)) (ctrl.Manager, error) {
 	var server webhook.Server
 	if wio := env.WebhookInstallOptions; len(wio.ValidatingWebhooks)+len(wio.MutatingWebhooks) > 0 {
 		server = webhook.NewServer(webhook.Options{
@@ -98,12 +100,16 @@ func NewManager(cfg *rest.Config, clk clock.PassiveClock, env *envtest.Environme
 	if err != nil {
 		return nil, err
 	}
-	err = (&controllers.FencedLockReconciler{
+	r := &controllers.FencedLockReconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("fencedlock-controller"),
 		Clock:     clk,
-	}).SetupWithManager(mgr)
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	err = r.SetupWithManager(mgr)
 	if err != nil || server == nil {
 		return mgr, err
 	}
@@ -112,10 +118,17 @@ func NewManager(cfg *rest.Config, clk clock.PassiveClock, env *envtest.Environme
 	return mgr, fencewebhook.SetupWithManager(mgr, clock.RealClock{})
 }
 
+// Production configures the controller as cmd/manager does by default: coalesced status writes
+// and rate-limited lock events.
+func Production(r *controllers.FencedLockReconciler) {
+	r.StatusMinInterval, r.EventBurst, r.EventInterval = time.Second, 10, 10*time.Second
+}
+
 // StartManager starts a manager (see NewManager) and returns a function that stops it and waits
 // until it has stopped, as a process exit would.
-func StartManager(ctx context.Context, cfg *rest.Config, clk clock.PassiveClock, env *envtest.Environment) (stop func(), err error) {
-	mgr, err := NewManager(cfg, clk, env)
+func StartManager(ctx context.Context, cfg *rest.Config, clk clock.PassiveClock, env *envtest.Environment,
+	opts ...func(*controllers.FencedLockReconciler)) (stop func(), err error) {
+	mgr, err := NewManager(cfg, clk, env, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,157 @@
+//go:build bench
+
+package bench
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+)
+
+// scale: many idle locks cost no API calls; a long queue drains in order.
+func (b *bench) scale() {
+	n := envInt("BENCH_IDLE_LOCKS", 10000)
+	ns := "bench-idle"
+	if err := b.cl.Create(b.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		b.t.Fatal(err)
+	}
+	start := time.Now()
+	b.parallel(n, 16, func(i int) {
+		fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("idle-%05d", i)}}
+		if err := b.cl.Create(b.ctx, fl); err != nil {
+			b.t.Error(err)
+		}
+	})
+	created := time.Since(start)
+	for {
+		var list locksv1alpha1.FencedLockList
+		if err := b.cl.List(b.ctx, &list, client.InNamespace(ns)); err != nil {
+			b.t.Fatal(err)
+		}
+		ready := 0
+		for i := range list.Items {
+			if meta.IsStatusConditionTrue(list.Items[i].Status.Conditions, locksv1alpha1.ConditionReady) {
+				ready++
+			}
+		}
+		if ready == n {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	b.rep.add(fmt.Sprintf("6. %d FencedLocks created and Ready (Lease created + stamped)", n),
+		time.Since(start).Round(time.Second).String(), fmt.Sprintf("creates took %s", created.Round(time.Second)), "", nil)
+
+	idle := time.Duration(envInt("BENCH_IDLE_SECONDS", 60)) * time.Second
+	time.Sleep(5 * time.Second) // let the last status writes land
+	before := b.mgr.requests(b.t)
+	time.Sleep(idle)
+	d := diff(before, b.mgr.requests(b.t))
+	var all float64
+	for _, v := range d {
+		all += v
+	}
+	rss := b.mgr.rssMiB(b.t)
+	okW, okR := writes(d) == 0, rss < 150
+	b.rep.add(fmt.Sprintf("6. manager API requests while %d locks idle for %s", n, idle), fmt.Sprintf("%.0f writes, %.0f requests", writes(d), all),
+		"", "0 writes", &okW)
+	b.rep.add(fmt.Sprintf("6. manager RSS with %d locks", n), fmt.Sprintf("%.0f MiB", rss), "", "< 150 MiB", &okR)
+
+	b.drain()
+}
+
+// drain queues many pods on one lock and plays the kubelet: each pod finishes as soon as it is
+// ungated. The grants must follow the queue order.
+func (b *bench) drain() {
+	n := envInt("BENCH_DRAIN_PODS", 1000)
+	b.newLock("drain", 15, nil)
+	// Keep the lock held while the queue fills, so the order is decided by the queue alone.
+	g, err := b.locker("drain", "filler").Acquire(b.ctx)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.parallel(n, 8, func(i int) { b.createPod(fmt.Sprintf("drain-%04d", i), "drain") })
+	var pods corev1.PodList
+	if err := b.cl.List(b.ctx, &pods, client.InNamespace(b.ns), client.MatchingLabels{locksv1alpha1.LockLabel: "drain"}); err != nil {
+		b.t.Fatal(err)
+	}
+	slices.SortFunc(pods.Items, func(x, y corev1.Pod) int {
+		return compareEnqueued(&x, &y)
+	})
+	want := make([]string, len(pods.Items))
+	for i := range pods.Items {
+		want[i] = pods.Items[i].Name
+	}
+	w, err := b.cs.CoreV1().Pods(b.ns).Watch(b.ctx, metav1.ListOptions{LabelSelector: locksv1alpha1.LockLabel + "=drain",
+		ResourceVersion: pods.ResourceVersion})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer w.Stop()
+	start := time.Now()
+	if err := g.Release(b.ctx); err != nil {
+		b.t.Fatal(err)
+	}
+	var got []string
+	seen := map[string]bool{}
+	for len(got) < n {
+		ev := <-w.ResultChan()
+		p, ok := ev.Object.(*corev1.Pod)
+		if !ok || seen[p.Name] || len(p.Spec.SchedulingGates) > 0 || p.Annotations[locksv1alpha1.TokenAnnotation] == "" {
+			continue
+		}
+		seen[p.Name] = true
+		got = append(got, p.Name)
+		p.Status.Phase = corev1.PodSucceeded
+		if _, err := b.cs.CoreV1().Pods(b.ns).UpdateStatus(b.ctx, p, metav1.UpdateOptions{}); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+	elapsed := time.Since(start)
+	inOrder := slices.Equal(got, want)
+	b.rep.add(fmt.Sprintf("6. %d queued pods drained (kubelet simulated)", n), fmt.Sprintf("%.1f grants/s", float64(n)/elapsed.Seconds()),
+		fmt.Sprintf("%s total", elapsed.Round(time.Millisecond)), "FIFO order kept", &inOrder)
+}
+
+func compareEnqueued(x, y *corev1.Pod) int {
+	a, _ := time.Parse(time.RFC3339Nano, x.Annotations[locksv1alpha1.EnqueuedAnnotation])
+	c, _ := time.Parse(time.RFC3339Nano, y.Annotations[locksv1alpha1.EnqueuedAnnotation])
+	if r := a.Compare(c); r != 0 {
+		return r
+	}
+	if r := x.CreationTimestamp.Compare(y.CreationTimestamp.Time); r != 0 {
+		return r
+	}
+	switch {
+	case x.Name < y.Name:
+		return -1
+	case x.Name > y.Name:
+		return 1
+	}
+	return 0
+}
+
+func (b *bench) parallel(n, workers int, f func(i int)) {
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range work {
+				f(i)
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+}
