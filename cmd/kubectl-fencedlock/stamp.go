@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/cli-runtime/pkg/resource"
-	"k8s.io/utils/ptr"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/token"
@@ -132,7 +131,7 @@ The fence refuses the write if the token is stale; the refusal is printed as the
 					return err
 				}
 				_, err = resource.NewHelper(info.Client, info.Mapping).WithFieldManager("kubectl-fencedlock").
-					Patch(info.Namespace, info.Name, types.ApplyPatchType, data, &metav1.PatchOptions{Force: ptr.To(true)})
+					Patch(info.Namespace, info.Name, types.ApplyPatchType, data, &metav1.PatchOptions{Force: new(true)})
 				if err != nil {
 					return fmt.Errorf("%s/%s: %w", info.Mapping.Resource.Resource, info.Name, err)
 				}
