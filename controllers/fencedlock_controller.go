@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
@@ -52,6 +53,12 @@ type FencedLockReconciler struct {
 	// (as the Kubernetes event spam filter does); metrics count every transition.
 	EventBurst    int
 	EventInterval time.Duration
+	// MaxConcurrentReconciles is how many locks are reconciled at once (one lock is never
+	// reconciled concurrently with itself).
+	MaxConcurrentReconciles int
+	// AfterPodGrant, if set, runs between the Lease write that grants a pod and the pod patch that
+	// ungates it: the fault-injection tests crash the manager there.
+	AfterPodGrant func()
 
 	observer *observer
 	waiters  *waiterLog
@@ -200,6 +207,7 @@ func (r *FencedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&coordinationv1.Lease{}).
 		// Pods that ask for a lock (the cache holds no others) wake their lock.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(lockOfPod)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
 		Named("fencedlock").
 		Complete(r)
 }

@@ -83,6 +83,9 @@ func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.
 	if p.grant == nil {
 		return nil
 	}
+	if r.AfterPodGrant != nil {
+		r.AfterPodGrant()
+	}
 	waitSeconds.Observe(now.Sub(enqueuedAt(p.grant)).Seconds())
 	log.Info("Granted lock to pod", "pod", p.grant.Name, "token", granted.String())
 	r.Recorder.Eventf(p.grant, fl, corev1.EventTypeNormal, "Granted", "Grant",

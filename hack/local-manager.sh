@@ -5,7 +5,8 @@
 # Used by `make demo` and the end-to-end tests (hack/cluster-up.sh has no Service network).
 #
 # Env: KUBECONFIG (required), MANAGER_DIR (default /tmp/fencedlock-manager: certs, log, pid),
-# WEBHOOK_PORT (9443), PROBE_PORT (8081), METRICS_PORT (8080), MANAGER_ARGS (extra flags).
+# WEBHOOK_PORT (9443), PROBE_PORT (8081), METRICS_PORT (8080), MANAGER_ARGS (extra flags),
+# SKIP_BUILD=1 / SKIP_INSTALL=1 (restart only: reuse bin/manager and the installed manifests).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MANAGER_DIR=${MANAGER_DIR:-/tmp/fencedlock-manager}
@@ -46,21 +47,25 @@ certs() { # a CA and a serving certificate for 127.0.0.1, made once
 start() {
   mkdir -p "$MANAGER_DIR"
   stop
-  log "building the manager"
-  (cd "$ROOT" && go build -o bin/manager ./cmd/manager)
+  if [ "${SKIP_BUILD:-0}" != 1 ] || [ ! -x "$ROOT/bin/manager" ]; then
+    log "building the manager"
+    (cd "$ROOT" && go build -o bin/manager ./cmd/manager)
+  fi
   certs
-  log "installing CRDs and webhook configurations"
-  kubectl apply --server-side --force-conflicts -f "$ROOT/config/crd/bases" >/dev/null
-  kubectl wait --for=condition=Established crd/fencedlocks.locks.fencedlock.io --timeout=60s >/dev/null
-  (cd "$ROOT" && go run ./hack/tools/webhookconfig --url "https://127.0.0.1:$WEBHOOK_PORT" \
-    --ca "$MANAGER_DIR/certs/ca.crt") | kubectl apply --server-side --force-conflicts -f - >/dev/null
+  if [ "${SKIP_INSTALL:-0}" != 1 ]; then
+    log "installing CRDs and webhook configurations"
+    kubectl apply --server-side --force-conflicts -f "$ROOT/config/crd/bases" >/dev/null
+    kubectl wait --for=condition=Established crd/fencedlocks.locks.fencedlock.io --timeout=60s >/dev/null
+    (cd "$ROOT" && go run ./hack/tools/webhookconfig --url "https://127.0.0.1:$WEBHOOK_PORT" \
+      --ca "$MANAGER_DIR/certs/ca.crt") | kubectl apply --server-side --force-conflicts -f - >/dev/null
+  fi
   log "starting the manager (log: $MANAGER_DIR/manager.log)"
   # shellcheck disable=SC2086 # MANAGER_ARGS is a list of flags
   nohup "$ROOT/bin/manager" --kubeconfig "$KUBECONFIG" \
     --webhook-host 127.0.0.1 --webhook-port "$WEBHOOK_PORT" --webhook-cert-path "$MANAGER_DIR/certs" \
     --health-probe-bind-address "127.0.0.1:$PROBE_PORT" \
     --metrics-bind-address "127.0.0.1:$METRICS_PORT" --metrics-secure=false \
-    ${MANAGER_ARGS:-} > "$MANAGER_DIR/manager.log" 2>&1 &
+    ${MANAGER_ARGS:-} >> "$MANAGER_DIR/manager.log" 2>&1 &
   echo $! > "$PIDFILE"
   for _ in $(seq 1 300); do
     if curl -sf "http://127.0.0.1:$PROBE_PORT/readyz" >/dev/null; then

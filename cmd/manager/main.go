@@ -19,8 +19,11 @@ package main
 import (
 	"crypto/tls"
 	"flag"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	// Import all Kubernetes client auth plugins (e.g. Azure, GCP, OIDC, etc.)
@@ -32,7 +35,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -65,7 +67,7 @@ func main() {
 	var webhookHost string
 	var rot certRotation
 	var statusMinInterval, eventInterval time.Duration
-	var eventBurst int
+	var eventBurst, concurrency int
 	var enableLeaderElection bool
 	var probeAddr string
 	var secureMetrics bool
@@ -84,6 +86,7 @@ func main() {
 	flag.StringVar(&webhookCertKey, "webhook-cert-key", "tls.key", "The name of the webhook key file.")
 	flag.DurationVar(&statusMinInterval, "status-min-interval", time.Second,
 		"Coalesce FencedLock status writes of a lock that changes hands faster than this (0: write every change).")
+	flag.IntVar(&concurrency, "max-concurrent-reconciles", 4, "Locks reconciled in parallel.")
 	flag.IntVar(&eventBurst, "event-burst", 10, "Acquired/Released events a lock may emit in a burst (0: unlimited).")
 	flag.DurationVar(&eventInterval, "event-interval", 10*time.Second, "After a burst, one Acquired/Released event per lock per this interval.")
 	flag.BoolVar(&rot.enabled, "cert-rotation", true, "Manage the webhook certificates in-cluster (CA and serving "+
@@ -194,7 +197,7 @@ func main() {
 		LeaderElectionID:       "fencedlock-manager.fencedlock.io",
 		// The program exits as soon as the manager stops, so stepping down at once is safe.
 		LeaderElectionReleaseOnCancel: true,
-		Cache:                         cache.Options{ByObject: controllers.CacheByObject()},
+		Cache:                         controllers.CacheOptions(),
 	})
 	if err != nil {
 		setupLog.Error(err, "Failed to start manager")
@@ -210,6 +213,9 @@ func main() {
 		StatusMinInterval: statusMinInterval,
 		EventBurst:        eventBurst,
 		EventInterval:     eventInterval,
+		AfterPodGrant:     crashFailpoint(),
+
+		MaxConcurrentReconciles: concurrency,
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Failed to create controller", "controller", "fencedlock")
 		os.Exit(1)
@@ -238,5 +244,22 @@ func main() {
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		setupLog.Error(err, "Failed to run manager")
 		os.Exit(1)
+	}
+}
+
+// crashFailpoint returns a hook for the fault-injection tests: with the probability given in
+// FENCEDLOCK_FAILPOINT_CRASH_AFTER_POD_GRANT, the process dies between granting a pod the Lease
+// and ungating it, as a kill -9 would. Unset (always, outside tests), it does nothing.
+func crashFailpoint() func() {
+	p, err := strconv.ParseFloat(os.Getenv("FENCEDLOCK_FAILPOINT_CRASH_AFTER_POD_GRANT"), 64)
+	if err != nil || p <= 0 {
+		return nil
+	}
+	setupLog.Info("Failpoint armed: crash after a pod grant", "probability", p)
+	return func() {
+		if rand.Float64() < p {
+			fmt.Fprintln(os.Stderr, "failpoint: crashing between the pod's Lease grant and its ungate")
+			os.Exit(137)
+		}
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -93,7 +92,7 @@ func NewManager(cfg *rest.Config, clk clock.PassiveClock, env *envtest.Environme
 		WebhookServer:          server,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{ByObject: controllers.CacheByObject()},
+		Cache:                  controllers.CacheOptions(),
 		// Tests start several managers in one process (controller restarts).
 		Controller: config.Controller{SkipNameValidation: new(true)},
 	})
@@ -122,6 +121,7 @@ func NewManager(cfg *rest.Config, clk clock.PassiveClock, env *envtest.Environme
 // and rate-limited lock events.
 func Production(r *controllers.FencedLockReconciler) {
 	r.StatusMinInterval, r.EventBurst, r.EventInterval = time.Second, 10, 10*time.Second
+	r.MaxConcurrentReconciles = 4
 }
 
 // StartManager starts a manager (see NewManager) and returns a function that stops it and waits

@@ -1,0 +1,204 @@
+// Command worker is the fault-injection campaign's holder process (test/e2e/chaos_test.go). It
+// acquires a lock (or, in a pod, takes the token it was granted), makes fenced writes to a
+// ConfigMap and a custom resource, reads them back, releases, and records every operation with
+// its invocation and response times as lincheck.Op JSON lines, for the linearizability checker.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lock"
+	"github.com/fencedlock/fencedlock/pkg/token"
+	"github.com/fencedlock/fencedlock/test/lincheck"
+)
+
+var batches = schema.GroupVersionResource{Group: "example.fencedlock.io", Version: "v1", Resource: "settlementbatches"}
+
+type worker struct {
+	id         int
+	ns, lk     string
+	cm, sb     string
+	cs         kubernetes.Interface
+	dyn        dynamic.Interface
+	mu         sync.Mutex
+	out        *os.File
+	seq        int
+	opTimeout  time.Duration
+	writeDelay time.Duration
+}
+
+func main() {
+	var (
+		w          worker
+		kubeconfig = flag.String("kubeconfig", "", "Kubeconfig (empty: in-cluster)")
+		history    = flag.String("history", "", "File to append operations to (JSON lines)")
+		iterations = flag.Int("iterations", 1000000, "Acquire-write-release rounds (client mode)")
+		duration   = flag.Duration("duration", time.Minute, "Stop starting rounds after this long (client mode)")
+		podMode    = flag.Bool("pod", false, "Pod mode: the token is in $FENCING_TOKEN; one round")
+	)
+	flag.IntVar(&w.id, "id", 1, "Client id in the history")
+	flag.StringVar(&w.ns, "namespace", "default", "Namespace")
+	flag.StringVar(&w.lk, "lock", "chaos", "FencedLock")
+	flag.StringVar(&w.cm, "configmap", "chaos-cm", "Fenced ConfigMap")
+	flag.StringVar(&w.sb, "batch", "chaos-sb", "Fenced SettlementBatch")
+	flag.DurationVar(&w.opTimeout, "op-timeout", 5*time.Second, "Timeout of one API call")
+	flag.DurationVar(&w.writeDelay, "write-delay", 300*time.Millisecond, "Pause between acquiring and writing (room for faults)")
+	flag.Parse()
+
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = *kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		fail(err)
+	}
+	cfg.QPS, cfg.Burst = -1, 0
+	cfg.Timeout = w.opTimeout
+	w.cs = kubernetes.NewForConfigOrDie(cfg)
+	w.dyn = dynamic.NewForConfigOrDie(cfg)
+	if w.out, err = os.OpenFile(*history, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err != nil {
+		fail(err)
+	}
+	defer w.out.Close()
+
+	if *podMode {
+		w.podRound()
+		return
+	}
+	deadline := time.Now().Add(*duration)
+	l := lock.New(w.cs.CoordinationV1(), w.ns, w.lk, lock.WithIdentity(fmt.Sprintf("worker-%d-%d", w.id, os.Getpid())))
+	for i := 0; i < *iterations && time.Now().Before(deadline); i++ {
+		w.clientRound(l, deadline)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, err)
+	os.Exit(1)
+}
+
+func now() int64 { return time.Now().UnixNano() }
+
+func (w *worker) record(op lincheck.Op) {
+	op.Client, op.Lock = w.id, w.ns+"/"+w.lk
+	b, _ := json.Marshal(op)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, _ = w.out.Write(append(b, '\n'))
+}
+
+// outcome classifies a write's error: definite refusal by the fence, definite failure before
+// anything was stored, or unknown.
+func outcome(err error) lincheck.Outcome {
+	switch {
+	case err == nil:
+		return lincheck.OK
+	case strings.Contains(err.Error(), `denied the request`):
+		return lincheck.Denied
+	case strings.Contains(err.Error(), `failed calling webhook`), apierrors.IsNotFound(err):
+		// Admission runs before anything is stored: the write did not happen.
+		return lincheck.Failed
+	}
+	return lincheck.Unknown
+}
+
+func (w *worker) clientRound(l *lock.Locker, deadline time.Time) {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(10*time.Second))
+	defer cancel()
+	call := now()
+	g, err := l.Acquire(ctx)
+	if err != nil {
+		w.record(lincheck.Op{Kind: lincheck.Acquire, Outcome: lincheck.Unknown, Call: call, Return: now(), Note: err.Error()})
+		time.Sleep(100 * time.Millisecond)
+		return
+	}
+	w.record(lincheck.Op{Kind: lincheck.Acquire, Token: uint64(g.Token), Outcome: lincheck.OK, Call: call, Return: now()})
+	kctx, stop := context.WithCancel(ctx)
+	g.KeepAlive(kctx, 0)
+	time.Sleep(w.writeDelay)
+	w.writeAndRead(g.Token)
+	stop()
+	call = now()
+	rctx, rcancel := context.WithTimeout(context.Background(), w.opTimeout)
+	err = g.Release(rctx)
+	rcancel()
+	out := lincheck.OK
+	if err != nil {
+		out = lincheck.Unknown
+	}
+	w.record(lincheck.Op{Kind: lincheck.Release, Token: uint64(g.Token), Outcome: out, Call: call, Return: now()})
+}
+
+// podRound: the pod was granted the lock by the controller between its creation (stamped by the
+// campaign in $CREATED_AT) and its start.
+func (w *worker) podRound() {
+	tok, err := token.Parse(os.Getenv("FENCING_TOKEN"))
+	if err != nil {
+		fail(err)
+	}
+	created, _ := strconv.ParseInt(os.Getenv("CREATED_AT"), 10, 64)
+	w.record(lincheck.Op{Kind: lincheck.Acquire, Token: uint64(tok), Outcome: lincheck.OK, Call: created, Return: now(),
+		Note: "granted to pod " + os.Getenv("POD_NAME")})
+	time.Sleep(w.writeDelay)
+	w.writeAndRead(tok)
+}
+
+// writeAndRead makes one fenced write to each object (blind merge patches: only the fence
+// stands between a stale token and the data) and reads the ConfigMap back.
+func (w *worker) writeAndRead(tok token.Token) {
+	for _, obj := range []string{"configmaps/" + w.ns + "/" + w.cm, "settlementbatches/" + w.ns + "/" + w.sb} {
+		w.seq++
+		value := fmt.Sprintf("c%d-p%d-%d", w.id, os.Getpid(), w.seq)
+		meta := map[string]any{"annotations": map[string]string{locksv1alpha1.TokenAnnotation: tok.String()}}
+		ctx, cancel := context.WithTimeout(context.Background(), w.opTimeout)
+		call := now()
+		var err error
+		if strings.HasPrefix(obj, "configmaps/") {
+			p, _ := json.Marshal(map[string]any{"metadata": meta, "data": map[string]string{"v": value}})
+			_, err = w.cs.CoreV1().ConfigMaps(w.ns).Patch(ctx, w.cm, types.MergePatchType, p, metav1.PatchOptions{})
+		} else {
+			p, _ := json.Marshal(map[string]any{"metadata": meta, "spec": map[string]string{"v": value}})
+			_, err = w.dyn.Resource(batches).Namespace(w.ns).Patch(ctx, w.sb, types.MergePatchType, p, metav1.PatchOptions{})
+		}
+		ret := now()
+		cancel()
+		note := ""
+		if err != nil {
+			note = err.Error()
+		}
+		w.record(lincheck.Op{Kind: lincheck.Write, Object: obj, Token: uint64(tok), Value: value,
+			Outcome: outcome(err), Call: call, Return: ret, Note: note})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.opTimeout)
+	defer cancel()
+	call := now()
+	cm, err := w.cs.CoreV1().ConfigMaps(w.ns).Get(ctx, w.cm, metav1.GetOptions{})
+	ret := now()
+	if err != nil {
+		if !errors.Is(err, context.DeadlineExceeded) {
+			w.record(lincheck.Op{Kind: lincheck.Read, Object: "configmaps/" + w.ns + "/" + w.cm, Outcome: lincheck.Failed,
+				Call: call, Return: ret, Note: err.Error()})
+		}
+		return
+	}
+	rt, _ := token.Parse(cm.Annotations[locksv1alpha1.TokenAnnotation])
+	w.record(lincheck.Op{Kind: lincheck.Read, Object: "configmaps/" + w.ns + "/" + w.cm, Value: cm.Data["v"],
+		ReadToken: uint64(rt), Outcome: lincheck.OK, Call: call, Return: ret})
+}

@@ -1,0 +1,463 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/pkg/lock"
+	"github.com/fencedlock/fencedlock/test/lincheck"
+	"github.com/fencedlock/fencedlock/test/util"
+)
+
+const chaosImage = "localhost/fencedlock/chaos-worker:e2e"
+
+// campaign is one fault-injection run: holders (Go-client processes and pods) acquire, write a
+// fenced ConfigMap and a fenced custom resource, read back and release, while faults are injected;
+// every operation is recorded and the history is checked for linearizability.
+type campaign struct {
+	ns, dir   string
+	workerBin string
+	lease     time.Duration
+
+	mu       sync.Mutex
+	history  []lincheck.Op // the campaign's own operations (setup, stamps)
+	faults   map[string]int
+	leaseDel time.Time // last Lease deletion, the call time of the stamp that follows
+	procs    []*exec.Cmd
+	leaseBad []string // violations seen on the Lease itself
+}
+
+func (c *campaign) record(op lincheck.Op) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	op.Lock = c.ns + "/chaos"
+	c.history = append(c.history, op)
+}
+
+func (c *campaign) fault(kind string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.faults[kind]++
+	fmt.Fprintf(GinkgoWriter, "[%s] fault: %s\n", time.Now().Format("15:04:05.000"), kind)
+}
+
+var _ = Describe("Fault injection", Ordered, func() {
+	var c *campaign
+
+	BeforeAll(func() {
+		c = &campaign{ns: newNamespace(), lease: 2 * time.Second, faults: map[string]int{}}
+		c.dir = filepath.Join(clusterDir, "chaos", c.ns)
+		Expect(os.MkdirAll(c.dir, 0o777)).To(Succeed())
+		Expect(os.Chmod(c.dir, 0o777)).To(Succeed())
+
+		By("building the holder process and its image")
+		bin := GinkgoT().TempDir()
+		build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(bin, "worker"), "./test/chaos/worker")
+		build.Dir, build.Env = util.RepoRoot(), append(os.Environ(), "CGO_ENABLED=0")
+		out, err := build.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		c.workerBin = filepath.Join(bin, "worker")
+		run("hack/mkimage.sh", c.workerBin, chaosImage, filepath.Join(bin, "worker.tar"))
+		run("hack/cluster-load-image.sh", filepath.Join(bin, "worker.tar"))
+
+		By("installing the custom resource kind and the pods' permissions")
+		run("kubectl", "apply", "--server-side", "-f", "test/integration/testdata/crds/settlementbatches.yaml")
+		run("kubectl", "wait", "--for=condition=Established", "crd/settlementbatches.example.fencedlock.io")
+		Expect(k8sClient.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: "writer"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"", "example.fencedlock.io"},
+				Resources: []string{"configmaps", "settlementbatches"}, Verbs: []string{"get", "patch"}}}})).To(Succeed())
+		Expect(k8sClient.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: "writer"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "writer"},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default", Namespace: c.ns}}})).To(Succeed())
+
+		By("restarting the manager with the crash-after-pod-grant failpoint armed")
+		restartManager(0.3)
+		DeferCleanup(func() { restartManager(0) })
+	})
+
+	It("never admits a write with a superseded token, and the history is linearizable", func() {
+		duration := envDuration("CHAOS_DURATION", 75*time.Second)
+		fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: "chaos"},
+			Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: int32(c.lease / time.Second),
+				// Strict: the lock's current token is read from etcd, so rule (c) is exact and the
+				// model's "no superseded token is ever accepted" holds without a cache window.
+				Fence: locksv1alpha1.FenceSpec{Mode: locksv1alpha1.FenceModeStrict}}}
+		Expect(k8sClient.Create(ctx, fl)).To(Succeed())
+		c.setup()
+		stopWatch := c.watchLease()
+
+		cctx, stop := context.WithTimeout(ctx, duration)
+		defer stop()
+		var wg sync.WaitGroup
+		for i := range envInt("CHAOS_CLIENTS", 4) {
+			c.startClient(i+1, duration)
+		}
+		wg.Go(func() { defer GinkgoRecover(); c.createPods(cctx) })
+		wg.Go(func() { defer GinkgoRecover(); c.superviseManager(cctx) })
+		wg.Go(func() { defer GinkgoRecover(); c.injectFaults(cctx) })
+		wg.Wait()
+
+		By("waiting for the holders to finish and the cluster to settle")
+		run("hack/cluster-up.sh", "--node") // whatever a fault left stopped
+		restartManagerIfDead()
+		for _, p := range c.procs {
+			_ = p.Process.Signal(syscall.SIGCONT)
+			_ = p.Wait()
+		}
+		c.drainPods()
+		stopWatch()
+
+		By("checking the history for linearizability")
+		h := c.collect()
+		res, err := lincheck.Check(h, 5*time.Minute)
+		c.summary(h, res, err)
+		if err != nil {
+			_ = lincheck.SaveHistory(filepath.Join(c.dir, "history.jsonl"), h)
+			_ = lincheck.SaveVisualization(res, filepath.Join(c.dir, "history.html"))
+			Fail(fmt.Sprintf("history is not linearizable (saved to %s/history.{jsonl,html}): %v", c.dir, err))
+		}
+		Expect(c.leaseBad).To(BeEmpty(), "violations on the Lease itself")
+		Expect(c.faults).To(HaveLen(len(faultKinds)), "every kind of fault was injected")
+	})
+})
+
+var faultKinds = []string{"pause-holder", "kill-manager", "apiserver-restart", "etcd-restart", "webhook-down", "lease-delete"}
+
+func envDuration(k string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(k)); err == nil {
+		return d
+	}
+	return def
+}
+
+func envInt(k string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(k)); err == nil {
+		return v
+	}
+	return def
+}
+
+func managerPID() int {
+	b, err := os.ReadFile(filepath.Join(clusterDir, "manager", "manager.pid"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+func alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
+
+func componentPID(name string) int {
+	b, _ := os.ReadFile(filepath.Join(clusterDir, name+".pid"))
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+// restartManager (re)starts the manager, with the failpoint armed at probability p.
+func restartManager(p float64) {
+	for range 5 { // the API server may be restarting under us
+		cmd := exec.Command("hack/local-manager.sh", "start")
+		cmd.Dir = util.RepoRoot()
+		cmd.Env = append(slices.Clone(env), "SKIP_BUILD=1", "SKIP_INSTALL=1",
+			fmt.Sprintf("FENCEDLOCK_FAILPOINT_CRASH_AFTER_POD_GRANT=%g", p))
+		cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
+		if cmd.Run() == nil {
+			return
+		}
+		time.Sleep(2 * time.Second)
+	}
+	Fail("the manager did not restart")
+}
+
+func restartManagerIfDead() {
+	if !alive(managerPID()) {
+		restartManager(0.3)
+	}
+}
+
+// setup creates the two fenced objects under a first grant.
+func (c *campaign) setup() {
+	var g *lock.Grant
+	Eventually(func() error {
+		var err error
+		call := time.Now().UnixNano()
+		g, err = lock.New(clientset.CoordinationV1(), c.ns, "chaos", lock.WithIdentity("setup")).TryAcquire(ctx)
+		if err == nil {
+			c.record(lincheck.Op{Client: 0, Kind: lincheck.Acquire, Token: uint64(g.Token), Outcome: lincheck.OK,
+				Call: call, Return: time.Now().UnixNano()})
+		}
+		return err
+	}, time.Minute, 100*time.Millisecond).Should(Succeed())
+	meta := metav1.ObjectMeta{Namespace: c.ns, Labels: map[string]string{locksv1alpha1.FencedByLabel: "chaos"},
+		Annotations: map[string]string{locksv1alpha1.TokenAnnotation: g.Token.String()}}
+	cm := &corev1.ConfigMap{ObjectMeta: *meta.DeepCopy(), Data: map[string]string{"v": "setup"}}
+	cm.Name = "chaos-cm"
+	call := time.Now().UnixNano()
+	Expect(k8sClient.Create(ctx, cm)).To(Succeed())
+	c.record(lincheck.Op{Kind: lincheck.Write, Object: "configmaps/" + c.ns + "/chaos-cm", Token: uint64(g.Token), Value: "setup",
+		Outcome: lincheck.OK, Call: call, Return: time.Now().UnixNano()})
+	sb := &unstructured.Unstructured{}
+	sb.SetAPIVersion("example.fencedlock.io/v1")
+	sb.SetKind("SettlementBatch")
+	sb.SetName("chaos-sb")
+	sb.SetNamespace(c.ns)
+	sb.SetLabels(meta.Labels)
+	sb.SetAnnotations(meta.Annotations)
+	Expect(unstructured.SetNestedField(sb.Object, "setup", "spec", "v")).To(Succeed())
+	call = time.Now().UnixNano()
+	Expect(k8sClient.Create(ctx, sb)).To(Succeed())
+	c.record(lincheck.Op{Kind: lincheck.Write, Object: "settlementbatches/" + c.ns + "/chaos-sb", Token: uint64(g.Token), Value: "setup",
+		Outcome: lincheck.OK, Call: call, Return: time.Now().UnixNano()})
+	Expect(g.Release(ctx)).To(Succeed())
+}
+
+// watchLease follows the lock's Lease through API server and etcd restarts: a holder never
+// appears without a token, the token never goes down, and a recreated Lease's stamp is recorded.
+func (c *campaign) watchLease() (stop func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	leases := clientset.CoordinationV1().Leases(c.ns)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var uid string
+		var last uint64
+		for wctx.Err() == nil {
+			l, err := leases.Get(wctx, "chaos", metav1.GetOptions{})
+			if err != nil {
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			rw, err := watchtools.NewRetryWatcherWithContext(wctx, l.ResourceVersion, &cache.ListWatch{
+				WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+					o.FieldSelector = "metadata.name=chaos"
+					return leases.Watch(ctx, o)
+				}})
+			if err != nil {
+				continue
+			}
+			bad := func(msg string) {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				c.leaseBad = append(c.leaseBad, msg)
+			}
+			check := func(l *coordinationv1.Lease) {
+				st, err := lease.Read(l)
+				switch {
+				case err != nil:
+					bad(err.Error())
+				case st.Held() && !st.Initialized():
+					bad(fmt.Sprintf("holder %s without a token at %s", st.Holder, l.ResourceVersion))
+				case st.Initialized() && uint64(st.Token) < last:
+					bad(fmt.Sprintf("token went down from %d to %s", last, st.Token))
+				}
+				if st.Initialized() && string(l.UID) != uid && uid != "" {
+					// A recreated Lease was stamped: its token supersedes every earlier one.
+					c.mu.Lock()
+					call := c.leaseDel
+					c.mu.Unlock()
+					c.record(lincheck.Op{Kind: lincheck.Stamp, Token: uint64(st.Token), Outcome: lincheck.OK,
+						Call: call.UnixNano(), Return: time.Now().UnixNano(), Note: "Lease recreated"})
+				}
+				if st.Initialized() {
+					uid, last = string(l.UID), max(last, uint64(st.Token))
+				}
+			}
+			check(l)
+			for ev := range rw.ResultChan() {
+				if l, ok := ev.Object.(*coordinationv1.Lease); ok && ev.Type != watch.Deleted {
+					check(l)
+				}
+			}
+			rw.Stop()
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func (c *campaign) startClient(id int, duration time.Duration) {
+	cmd := exec.Command(c.workerBin, "--kubeconfig", filepath.Join(clusterDir, "admin.kubeconfig"), "--namespace", c.ns,
+		"--id", strconv.Itoa(id), "--history", filepath.Join(c.dir, fmt.Sprintf("client-%d.jsonl", id)),
+		"--duration", duration.String())
+	cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
+	Expect(cmd.Start()).To(Succeed())
+	c.procs = append(c.procs, cmd)
+}
+
+// createPods keeps pods queued for the lock; each writes once with its token.
+func (c *campaign) createPods(cctx context.Context) {
+	for i := 0; cctx.Err() == nil; i++ {
+		name := fmt.Sprintf("holder-%03d", i)
+		created := time.Now().UnixNano()
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: name, Labels: map[string]string{locksv1alpha1.LockLabel: "chaos"}},
+			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, HostNetwork: true,
+				Containers: []corev1.Container{{Name: "w", Image: chaosImage, ImagePullPolicy: corev1.PullNever,
+					Args: []string{"--pod", "--namespace", c.ns, "--id", strconv.Itoa(100 + i),
+						"--history", "/history/" + name + ".jsonl"},
+					Env: []corev1.EnvVar{
+						{Name: "FENCING_TOKEN", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+							FieldPath: "metadata.annotations['fencedlock.io/token']"}}},
+						{Name: "CREATED_AT", Value: strconv.FormatInt(created, 10)},
+						{Name: "POD_NAME", Value: name},
+						{Name: "KUBERNETES_SERVICE_HOST", Value: "127.0.0.1"},
+						{Name: "KUBERNETES_SERVICE_PORT", Value: apiPort}},
+					VolumeMounts: []corev1.VolumeMount{{Name: "history", MountPath: "/history"}}}},
+				Volumes: []corev1.Volume{{Name: "history", VolumeSource: corev1.VolumeSource{
+					HostPath: &corev1.HostPathVolumeSource{Path: c.dir}}}}},
+		}
+		if err := k8sClient.Create(cctx, pod); err != nil {
+			fmt.Fprintf(GinkgoWriter, "creating pod %s: %v\n", name, err) // e.g. the API server is restarting
+		}
+		select {
+		case <-cctx.Done():
+		case <-time.After(time.Duration(2000+rand.IntN(2000)) * time.Millisecond):
+		}
+	}
+}
+
+// superviseManager restarts the manager when it dies (a Deployment would).
+func (c *campaign) superviseManager(cctx context.Context) {
+	for cctx.Err() == nil {
+		time.Sleep(500 * time.Millisecond)
+		c.mu.Lock()
+		down := c.faults["webhook-down-active"] > 0
+		c.mu.Unlock()
+		if !down && !alive(managerPID()) {
+			restartManager(0.3)
+		}
+	}
+}
+
+func (c *campaign) injectFaults(cctx context.Context) {
+	order := slices.Clone(faultKinds)
+	rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	for i := 0; ; i++ {
+		select {
+		case <-cctx.Done():
+			return
+		case <-time.After(time.Duration(3000+rand.IntN(3000)) * time.Millisecond):
+		}
+		kind := order[rand.IntN(len(order))]
+		if i < len(order) {
+			kind = order[i] // every kind at least once
+		}
+		c.fault(kind)
+		switch kind {
+		case "pause-holder": // SIGSTOP a holder past its lease, then SIGCONT
+			p := c.procs[rand.IntN(len(c.procs))]
+			_ = p.Process.Signal(syscall.SIGSTOP)
+			time.Sleep(c.lease + time.Second)
+			_ = p.Process.Signal(syscall.SIGCONT)
+		case "kill-manager":
+			_ = syscall.Kill(managerPID(), syscall.SIGKILL)
+		case "apiserver-restart":
+			_ = syscall.Kill(componentPID("kube-apiserver"), syscall.SIGKILL)
+			time.Sleep(500 * time.Millisecond)
+			run("hack/cluster-up.sh", "--node")
+		case "etcd-restart":
+			_ = syscall.Kill(componentPID("etcd"), syscall.SIGKILL)
+			time.Sleep(500 * time.Millisecond)
+			run("hack/cluster-up.sh", "--node")
+		case "webhook-down": // fenced writes must fail while nobody serves the fence
+			c.mu.Lock()
+			c.faults["webhook-down-active"]++
+			c.mu.Unlock()
+			_ = syscall.Kill(managerPID(), syscall.SIGKILL)
+			time.Sleep(3 * time.Second)
+			restartManager(0.3)
+			c.mu.Lock()
+			delete(c.faults, "webhook-down-active")
+			c.mu.Unlock()
+		case "lease-delete":
+			c.mu.Lock()
+			c.leaseDel = time.Now()
+			c.mu.Unlock()
+			_ = clientset.CoordinationV1().Leases(c.ns).Delete(ctx, "chaos", metav1.DeleteOptions{})
+		}
+	}
+}
+
+// drainPods waits for the queued pods to run out, deleting those that cannot finish.
+func (c *campaign) drainPods() {
+	Eventually(func(g Gomega) {
+		var pods corev1.PodList
+		g.Expect(k8sClient.List(ctx, &pods, client.InNamespace(c.ns))).To(Succeed())
+		for _, p := range pods.Items {
+			g.Expect(p.Status.Phase).To(BeElementOf(corev1.PodSucceeded, corev1.PodFailed), "pod %s", p.Name)
+		}
+	}, 3*time.Minute, time.Second).Should(Succeed())
+}
+
+// collect merges the campaign's operations and every holder's history file.
+func (c *campaign) collect() []lincheck.Op {
+	h := slices.Clone(c.history)
+	files, _ := filepath.Glob(filepath.Join(c.dir, "*.jsonl"))
+	for _, f := range files {
+		if filepath.Base(f) == "history.jsonl" {
+			continue
+		}
+		ops, err := lincheck.LoadHistory(f)
+		Expect(err).NotTo(HaveOccurred(), f)
+		h = append(h, ops...)
+	}
+	return h
+}
+
+func (c *campaign) summary(h []lincheck.Op, res lincheck.Result, err error) {
+	counts := map[string]int{}
+	for _, op := range h {
+		counts[string(op.Kind)+"/"+string(op.Outcome)]++
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	fmt.Fprintf(&b, "fault-injection campaign: %d operations (", len(h))
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", k, counts[k])
+	}
+	faults, _ := json.Marshal(c.faults)
+	violations := 0
+	if err != nil {
+		violations = max(1, len(res.Violations))
+	}
+	fmt.Fprintf(&b, "); faults injected %s; linearizable: %v; violations: %d; Lease violations: %d",
+		faults, res.Linearizable, violations, len(c.leaseBad))
+	AddReportEntry("fault-injection summary", b.String())
+	fmt.Fprintln(GinkgoWriter, b.String())
+	fmt.Println(b.String())
+}
