@@ -76,7 +76,7 @@ func main() {
 	if w.out, err = os.OpenFile(*history, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err != nil {
 		fail(err)
 	}
-	defer w.out.Close()
+	defer func() { _ = w.out.Close() }()
 
 	if *podMode {
 		w.podRound()
