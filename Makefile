@@ -79,6 +79,10 @@ test: verify vet envtest-assets kustomize ## Run all tests: unit, envtest (real 
 test-e2e: ## Run only the end-to-end suite on a real single-node cluster (root, containerd).
 	E2E_REQUIRED=1 hack/e2e.sh
 
+.PHONY: stress
+stress: ## Long fault-injection campaign on the real node (CHAOS_DURATION, default 10m); prints a summary.
+	E2E_REQUIRED=1 CHAOS_DURATION=$${CHAOS_DURATION:-10m} E2E_ARGS="-ginkgo.focus=Fault" hack/e2e.sh
+
 .PHONY: bench
 bench: envtest-assets ## Benchmarks on a real API server; prints a table (see docs/benchmarks.md).
 	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" go test -tags bench ./test/bench/ -run TestBench -count=1 -v -timeout 60m

@@ -91,8 +91,15 @@ start() {
     return
   fi
   setsid "$@" > "$CLUSTER_DIR/logs/$name.log" 2>&1 < /dev/null &
-  echo $! > "$CLUSTER_DIR/$name.pid"
-  log "started $name (pid $!, log $CLUSTER_DIR/logs/$name.log)"
+  local pid=$!
+  echo $pid > "$CLUSTER_DIR/$name.pid"
+  # Until setsid has exec'd the binary, /proc shows "setsid": wait, or `running` would report
+  # a process that is merely starting as dead.
+  for _ in $(seq 1 100); do
+    running "$name" || ! kill -0 $pid 2>/dev/null && break
+    sleep 0.02
+  done
+  log "started $name (pid $pid, log $CLUSTER_DIR/logs/$name.log)"
 }
 
 # wait_for WHAT TIMEOUT NAME CMD...: polls CMD; gives up early if process NAME has died.
