@@ -9,6 +9,7 @@ package bench
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -194,4 +195,45 @@ func (m *managerProcess) rssMiB(t *testing.T) float64 {
 		}
 	}
 	return 0
+}
+
+// histogramDelta returns the mean of the observations a histogram gained between two metrics
+// texts, over the series whose labels contain every filter string.
+func histogramDelta(before, after, name string, filters ...string) time.Duration {
+	s0, c0 := histogramSums(before, name, filters...)
+	s1, c1 := histogramSums(after, name, filters...)
+	if c1 == c0 {
+		return 0
+	}
+	return time.Duration((s1 - s0) / (c1 - c0) * float64(time.Second))
+}
+
+// histogramSums returns sum and count of a Prometheus histogram in a metrics text.
+func histogramSums(text, name string, filters ...string) (sum, count float64) {
+	for _, line := range strings.Split(text, "\n") {
+		ok := strings.HasPrefix(line, name+"_sum") || strings.HasPrefix(line, name+"_count")
+		for _, f := range filters {
+			ok = ok && strings.Contains(line, f)
+		}
+		if !ok {
+			continue
+		}
+		v, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+		if strings.HasPrefix(line, name+"_sum") {
+			sum += v
+		} else {
+			count += v
+		}
+	}
+	return sum, count
+}
+
+func (m *managerProcess) metricsText(t *testing.T) string {
+	resp, err := http.Get(m.metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
