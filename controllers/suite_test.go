@@ -41,14 +41,9 @@ var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	ctx, cancel = context.WithCancel(context.Background())
 
-	var err error
-	testEnv, err = util.NewEnvironment()
+	started, err := util.Start()
 	Expect(err).NotTo(HaveOccurred())
-	cfg, err = testEnv.Start()
-	Expect(err).NotTo(HaveOccurred())
-	k8sClient, err = client.New(cfg, client.Options{Scheme: util.Scheme()})
-	Expect(err).NotTo(HaveOccurred())
-	clientset = kubernetes.NewForConfigOrDie(cfg)
+	testEnv, cfg, k8sClient, clientset = started.Env, started.Cfg, started.Client, started.Clientset
 
 	fakeClock = clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	startManager()

@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,7 +88,7 @@ func TestBench(t *testing.T) {
 	}{
 		{"handover", func() { b.handover(floor) }},
 		{"revocation", b.revocation},
-		{"cycles", func() { b.cycles(floor) }},
+		{"cycles", b.cycles},
 		{"fence", func() { b.fenceCost(floor) }},
 		{"pods", func() { b.podHandover(floor) }},
 		{"scale", b.scale},
@@ -147,7 +147,7 @@ func (b *bench) rawCAS() stats {
 	for i := range n {
 		now := metav1.NewMicroTime(time.Now())
 		l.Spec.RenewTime = &now
-		l.Spec.HolderIdentity = ptr(strconv.Itoa(i))
+		l.Spec.HolderIdentity = new(strconv.Itoa(i))
 		t0 := time.Now()
 		if l, err = leases.Update(b.ctx, l, metav1.UpdateOptions{}); err != nil {
 			b.t.Fatal(err)
@@ -185,7 +185,7 @@ func (b *bench) handover(floor stats) {
 		_ = b.mgr.cmd.Process.Signal(syscall.SIGSTOP)
 		defer func() { _ = b.mgr.cmd.Process.Signal(syscall.SIGCONT) }()
 	}
-	var d, dCall []time.Duration
+	d, dCall := make([]time.Duration, 0, n), make([]time.Duration, 0, n)
 	for i := range n {
 		w := lockers[(i+1)%2]
 		got := make(chan *lock.Grant, 1)
@@ -230,7 +230,7 @@ func (b *bench) handover(floor stats) {
 // leaderElection measures client-go's handover the same way: the leader cancels (ReleaseOnCancel)
 // and the other candidate's OnStartedLeading fires.
 func (b *bench) leaderElection(name string, leaseDur, renew, retry time.Duration, n int) stats {
-	var d []time.Duration
+	d := make([]time.Duration, 0, n)
 	for i := range n {
 		started := make(chan string, 2)
 		mk := func(id string) *leaderelection.LeaderElector {
@@ -306,7 +306,7 @@ func (b *bench) revocation() {
 }
 
 // cycles: acquire+release cycles per second.
-func (b *bench) cycles(floor stats) {
+func (b *bench) cycles() {
 	bound := b.floorRate / 2
 	dur := time.Duration(envInt("BENCH_CYCLE_SECONDS", 8)) * time.Second
 	run := func(locks, clients int) float64 {
@@ -354,7 +354,7 @@ func (b *bench) cycles(floor stats) {
 		r := run(1, n)
 		var ok *bool
 		if n == 1 {
-			ok = ptr(r >= 0.8*bound)
+			ok = new(r >= 0.8*bound)
 		}
 		b.rep.add(fmt.Sprintf("3. grant cycles/s, one lock, %d clients", n), fmt.Sprintf("%.0f cycles/s", r),
 			fmt.Sprintf("%.0f%% of CAS/s / 2", 100*r/bound), ">= 80% (sequential)", ok)

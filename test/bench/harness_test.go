@@ -72,8 +72,6 @@ func (r *report) markdown() string {
 	return b.String()
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // managerProcess is the fencedlock manager as a separate process against envtest's API server.
 type managerProcess struct {
 	cmd     *exec.Cmd
@@ -85,7 +83,7 @@ func freePort(t *testing.T) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port
 }
 
@@ -98,16 +96,8 @@ func startManager(t *testing.T, env *envtest.Environment, cfg *rest.Config) *man
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the manager: %v\n%s", err, out)
 	}
-	user, err := env.AddUser(envtest.User{Name: "fencedlock-manager", Groups: []string{"system:masters"}}, cfg)
+	kubeconfig, err := util.WriteKubeconfig(env, cfg, "fencedlock-manager", dir)
 	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	wio := env.WebhookInstallOptions
@@ -126,11 +116,11 @@ func startManager(t *testing.T, env *envtest.Environment, cfg *rest.Config) *man
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = m.cmd.Process.Kill(); _ = m.cmd.Wait(); logf.Close() })
+	t.Cleanup(func() { _ = m.cmd.Process.Kill(); _ = m.cmd.Wait(); _ = logf.Close() })
 	for i := 0; ; i++ {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort))
 		if err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				break
 			}
@@ -151,7 +141,7 @@ func (m *managerProcess) requests(t *testing.T) map[string]float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	out := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -160,11 +150,11 @@ func (m *managerProcess) requests(t *testing.T) map[string]float64 {
 		if !strings.HasPrefix(line, "rest_client_requests_total{") {
 			continue
 		}
-		i := strings.Index(line, `method="`)
-		if i < 0 {
+		_, after, ok := strings.Cut(line, `method="`)
+		if !ok {
 			continue
 		}
-		method := line[i+8:]
+		method := after
 		method = method[:strings.Index(method, `"`)]
 		v, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
 		out[method] += v
@@ -188,7 +178,7 @@ func (m *managerProcess) rssMiB(t *testing.T) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	for line := range strings.SplitSeq(string(b), "\n") {
 		if strings.HasPrefix(line, "VmRSS:") {
 			kb, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
 			return kb / 1024
@@ -210,7 +200,7 @@ func histogramDelta(before, after, name string, filters ...string) time.Duration
 
 // histogramSums returns sum and count of a Prometheus histogram in a metrics text.
 func histogramSums(text, name string, filters ...string) (sum, count float64) {
-	for _, line := range strings.Split(text, "\n") {
+	for line := range strings.SplitSeq(text, "\n") {
 		ok := strings.HasPrefix(line, name+"_sum") || strings.HasPrefix(line, name+"_count")
 		for _, f := range filters {
 			ok = ok && strings.Contains(line, f)
@@ -233,7 +223,7 @@ func (m *managerProcess) metricsText(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }

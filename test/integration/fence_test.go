@@ -2,9 +2,7 @@ package integration
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -18,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
@@ -275,16 +272,7 @@ var _ = Describe("The paused holder, with two OS processes", func() {
 	var workerBin, kubeconfig string
 
 	BeforeEach(func() {
-		var err error
-		workerBin, err = gexec.Build("github.com/fencedlock/fencedlock/cmd/ledger-worker")
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(gexec.CleanupBuildArtifacts)
-		user, err := testEnv.AddUser(envtest.User{Name: "worker", Groups: []string{"system:masters"}}, nil)
-		Expect(err).NotTo(HaveOccurred())
-		kc, err := user.KubeConfig()
-		Expect(err).NotTo(HaveOccurred())
-		kubeconfig = filepath.Join(GinkgoT().TempDir(), "kubeconfig")
-		Expect(os.WriteFile(kubeconfig, kc, 0o600)).To(Succeed())
+		workerBin, kubeconfig = buildWithKubeconfig("github.com/fencedlock/fencedlock/cmd/ledger-worker", "worker")
 	})
 
 	It("refuses the paused holder's late write; the newer holder's data survives", func() {

@@ -10,8 +10,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
-
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 // The kubectl plugin, built and run as a process against the real API server.
@@ -19,16 +17,7 @@ var _ = Describe("kubectl fencedlock", Ordered, func() {
 	var bin, kubeconfig, ns string
 
 	BeforeAll(func() {
-		var err error
-		bin, err = gexec.Build("github.com/fencedlock/fencedlock/cmd/kubectl-fencedlock")
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(gexec.CleanupBuildArtifacts)
-		user, err := testEnv.AddUser(envtest.User{Name: "plugin", Groups: []string{"system:masters"}}, nil)
-		Expect(err).NotTo(HaveOccurred())
-		kc, err := user.KubeConfig()
-		Expect(err).NotTo(HaveOccurred())
-		kubeconfig = filepath.Join(GinkgoT().TempDir(), "kubeconfig")
-		Expect(os.WriteFile(kubeconfig, kc, 0o600)).To(Succeed())
+		bin, kubeconfig = buildWithKubeconfig("github.com/fencedlock/fencedlock/cmd/kubectl-fencedlock", "plugin")
 		ns = newNamespace()
 		newLock(ns, "ledger", 15)
 	})

@@ -40,14 +40,9 @@ func TestIntegration(t *testing.T) {
 var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	ctx, cancel = context.WithCancel(context.Background())
-	var err error
-	testEnv, err = util.NewEnvironment(filepath.Join("testdata", "crds"))
+	started, err := util.Start(filepath.Join("testdata", "crds"))
 	Expect(err).NotTo(HaveOccurred())
-	cfg, err = testEnv.Start()
-	Expect(err).NotTo(HaveOccurred())
-	k8sClient, err = client.New(cfg, client.Options{Scheme: util.Scheme()})
-	Expect(err).NotTo(HaveOccurred())
-	clientset = kubernetes.NewForConfigOrDie(cfg)
+	testEnv, cfg, k8sClient, clientset = started.Env, started.Cfg, started.Client, started.Clientset
 
 	startManager()
 })

@@ -13,10 +13,12 @@ import (
 	"time"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -145,4 +147,46 @@ func StartManager(ctx context.Context, cfg *rest.Config, clk clock.PassiveClock,
 			fmt.Fprintln(os.Stderr, "manager stopped with an error:", err)
 		}
 	}, nil
+}
+
+// WriteKubeconfig writes, into dir, a kubeconfig for a new user of env in group system:masters,
+// for processes the tests start (workers, the kubectl plugin, the manager as its own process).
+func WriteKubeconfig(env *envtest.Environment, cfg *rest.Config, user, dir string) (string, error) {
+	u, err := env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, cfg)
+	if err != nil {
+		return "", err
+	}
+	kc, err := u.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, user+".kubeconfig")
+	return path, os.WriteFile(path, kc, 0o600)
+}
+
+// Started is a running envtest control plane with clients for it.
+type Started struct {
+	Env       *envtest.Environment
+	Cfg       *rest.Config
+	Client    client.Client
+	Clientset *kubernetes.Clientset
+}
+
+// Start starts NewEnvironment(extraCRDDirs...) and returns it with a controller-runtime client
+// and a clientset.
+func Start(extraCRDDirs ...string) (*Started, error) {
+	env, err := NewEnvironment(extraCRDDirs...)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := client.New(cfg, client.Options{Scheme: Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	return &Started{Env: env, Cfg: cfg, Client: cl, Clientset: cs}, err
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -49,26 +50,27 @@ func run(in, base, caFile, prefix string) error {
 		switch kind.Kind {
 		case "ValidatingWebhookConfiguration":
 			var c admissionregistrationv1.ValidatingWebhookConfiguration
-			if err := yaml.Unmarshal([]byte(doc), &c); err != nil {
-				return err
+			configs := func() (out []*admissionregistrationv1.WebhookClientConfig) {
+				for i := range c.Webhooks {
+					out = append(out, &c.Webhooks[i].ClientConfig)
+				}
+				return out
 			}
-			c.Name = prefix + c.Name
-			for i := range c.Webhooks {
-				c.Webhooks[i].ClientConfig = byURL(c.Webhooks[i].ClientConfig, base, ca)
-			}
-			obj = &c
+			obj, err = rewrite(doc, &c, &c.ObjectMeta, configs, prefix, base, ca)
 		case "MutatingWebhookConfiguration":
 			var c admissionregistrationv1.MutatingWebhookConfiguration
-			if err := yaml.Unmarshal([]byte(doc), &c); err != nil {
-				return err
+			configs := func() (out []*admissionregistrationv1.WebhookClientConfig) {
+				for i := range c.Webhooks {
+					out = append(out, &c.Webhooks[i].ClientConfig)
+				}
+				return out
 			}
-			c.Name = prefix + c.Name
-			for i := range c.Webhooks {
-				c.Webhooks[i].ClientConfig = byURL(c.Webhooks[i].ClientConfig, base, ca)
-			}
-			obj = &c
+			obj, err = rewrite(doc, &c, &c.ObjectMeta, configs, prefix, base, ca)
 		default:
 			return fmt.Errorf("unexpected kind %q in %s", kind.Kind, in)
+		}
+		if err != nil {
+			return err
 		}
 		b, err := yaml.Marshal(obj)
 		if err != nil {
@@ -79,6 +81,19 @@ func run(in, base, caFile, prefix string) error {
 	}
 	_, err = os.Stdout.Write(out.Bytes())
 	return err
+}
+
+// rewrite decodes doc into obj, prefixes its name and points every webhook at base by URL.
+func rewrite(doc string, obj any, meta *metav1.ObjectMeta, configs func() []*admissionregistrationv1.WebhookClientConfig,
+	prefix, base string, ca []byte) (any, error) {
+	if err := yaml.Unmarshal([]byte(doc), obj); err != nil {
+		return nil, err
+	}
+	meta.Name = prefix + meta.Name
+	for _, cc := range configs() {
+		*cc = byURL(*cc, base, ca)
+	}
+	return obj, nil
 }
 
 func byURL(cc admissionregistrationv1.WebhookClientConfig, base string, ca []byte) admissionregistrationv1.WebhookClientConfig {
