@@ -466,7 +466,7 @@ func (b *bench) podHandover(floor stats) {
 	for i := range n {
 		b.createPod(fmt.Sprintf("pod-%03d", i), "pods")
 	}
-	before := b.mgr.requests(b.t)
+	before, mgr0 := b.mgr.requests(b.t), b.mgr.metricsText(b.t)
 	var d []time.Duration
 	var last time.Time
 	done := map[string]bool{}
@@ -487,9 +487,12 @@ func (b *bench) podHandover(floor stats) {
 		}
 	}
 	time.Sleep(time.Second) // let the last release and status land
-	req := diff(before, b.mgr.requests(b.t))
+	req, mgr1 := diff(before, b.mgr.requests(b.t)), b.mgr.metricsText(b.t)
 	s := summarize(d)
 	ok := float64(s.p50) <= 5*float64(floor.p50)
+	b.rep.add("5. where a pod handover's time goes: queue wait / reconcile (means)",
+		fmt.Sprintf("%s / %s", ms(histogramDelta(mgr0, mgr1, "workqueue_queue_duration_seconds", `name="fencedlock"`)),
+			ms(histogramDelta(mgr0, mgr1, "controller_runtime_reconcile_time_seconds", `controller="fencedlock"`))), "", "", nil)
 	b.rep.add("5. pod handover: holder Succeeded -> next pod ungated with token", fmt.Sprintf("p50 %s, p99 %s", ms(s.p50), ms(s.p99)),
 		fmt.Sprintf("%.2fx CAS p50", float64(s.p50)/float64(floor.p50)), "p50 <= 5x CAS", &ok)
 	objWrites := (req["PUT"] + req["PATCH"]) / float64(n)
