@@ -174,16 +174,27 @@ func (r *FencedLockReconciler) recordTransition(fl *locksv1alpha1.FencedLock, l 
 	if released := int(t.ended) - revoked; released > 0 {
 		releasesTotal.Add(float64(released))
 	}
-	if t.ended > 0 && !t.lastRevoked {
+	prevEnded := before.Holder != "" && (!st.Held() || st.Token.String() != before.Token)
+	if prevEnded && !t.lastRevoked {
 		if prev.token.String() == before.Token && !prev.acquiredAt.IsZero() {
 			holdSeconds.Observe(now.Sub(prev.acquiredAt).Seconds())
 		}
 		r.event(fl, l, locksv1alpha1.ReasonReleased, "Release", "Released by %s (token %s)", before.Holder, before.Token)
 	}
-	if t.granted > 0 {
-		grantsTotal.Add(float64(t.granted))
+	grantedNow := st.Held() && st.Token.String() != before.Token
+	if grantedNow {
 		r.event(fl, l, locksv1alpha1.ReasonAcquired, "Grant", "Granted to %s with token %s", st.Holder, st.Token)
 	}
+	// On a busy lock, status writes are coalesced: say how many grants came and went unseen.
+	unseen := t.granted
+	if grantedNow {
+		unseen--
+	}
+	if unseen > 0 {
+		r.event(fl, l, locksv1alpha1.ReasonReleased, "Release",
+			"%d more grant(s) were made and released in between (the lock's token is now %s)", unseen, st.Token)
+	}
+	grantsTotal.Add(float64(t.granted))
 }
 
 func maxHold(fl *locksv1alpha1.FencedLock) time.Duration {
