@@ -25,10 +25,10 @@ type observation struct {
 	// notReadySince is, for a pod holder, when this controller first saw it not Ready since it was
 	// granted or last Ready; zero while it is Ready or the holder is not a pod.
 	notReadySince time.Time
-	// statusWrittenAt is when this controller last wrote the lock's status, and revoked how many
-	// grants it revoked since: status writes are coalesced on a busy lock.
-	statusWrittenAt time.Time
-	revoked         int
+	// status is the budget of status writes (coalesced on a busy lock), and revoked how many
+	// grants this controller revoked since the last status write.
+	status  statusBudget
+	revoked int
 }
 
 // observer remembers the last observation of each lock. After a restart every lease gets a fresh
@@ -67,27 +67,49 @@ func (o *observer) noteRevoke(key types.NamespacedName) {
 func (o *observer) statusWait(key types.NamespacedName, now time.Time, minInterval time.Duration) time.Duration {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return statusWait(o.seen[key].statusWrittenAt, now, minInterval)
+	return o.seen[key].status.wait(now, minInterval)
 }
 
 // statusWritten records a status write and returns the revocations made since the previous one.
-func (o *observer) statusWritten(key types.NamespacedName, now time.Time) (revoked int) {
+func (o *observer) statusWritten(key types.NamespacedName, now time.Time, minInterval time.Duration) (revoked int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	obs := o.seen[key]
-	revoked, obs.revoked, obs.statusWrittenAt = obs.revoked, 0, now
+	revoked, obs.revoked = obs.revoked, 0
+	obs.status = obs.status.spend(now, minInterval)
 	o.seen[key] = obs
 	return revoked
 }
 
-// statusWait is the pure part of observer.statusWait. The first change after a quiet period is
-// written at once; changes that follow within minInterval are coalesced into one write, so a lock
-// changing hands hundreds of times a second costs a few status writes, not hundreds.
-func statusWait(lastWrite, now time.Time, minInterval time.Duration) time.Duration {
-	if lastWrite.IsZero() || minInterval <= 0 {
+// statusBudget is a token bucket for status writes: a lock may write statusBurst changes at once,
+// then one per minInterval. A lock that changes hands now and then is mirrored at once; one that
+// changes hands hundreds of times a second costs about one status write per minInterval.
+type statusBudget struct {
+	tokens float64   // writes available at at
+	at     time.Time // zero: a full bucket
+}
+
+const statusBurst = 5
+
+func (b statusBudget) refill(now time.Time, minInterval time.Duration) float64 {
+	if b.at.IsZero() || minInterval <= 0 {
+		return statusBurst
+	}
+	return min(statusBurst, b.tokens+float64(now.Sub(b.at))/float64(minInterval))
+}
+
+// wait returns how long a changed status must wait; zero means write now.
+func (b statusBudget) wait(now time.Time, minInterval time.Duration) time.Duration {
+	tokens := b.refill(now, minInterval)
+	if tokens >= 1 {
 		return 0
 	}
-	return max(0, lastWrite.Add(minInterval).Sub(now))
+	return time.Duration((1 - tokens) * float64(minInterval))
+}
+
+// spend records one write at now.
+func (b statusBudget) spend(now time.Time, minInterval time.Duration) statusBudget {
+	return statusBudget{tokens: b.refill(now, minInterval) - 1, at: now}
 }
 
 func (o *observer) forget(key types.NamespacedName) {

@@ -133,7 +133,7 @@ func (r *FencedLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		} else if written, err := r.writeStatus(ctx, &fl, status); err != nil {
 			return ctrl.Result{}, err
 		} else if written { // events and metrics once per change, even when a write conflicts
-			r.recordTransition(&fl, l, before, st, prev, r.observer.statusWritten(req.NamespacedName, now), now)
+			r.recordTransition(&fl, l, before, st, prev, r.observer.statusWritten(req.NamespacedName, now, r.StatusMinInterval), now)
 		}
 	}
 	if wake.IsZero() {

@@ -85,7 +85,7 @@ func main() {
 	flag.StringVar(&webhookCertName, "webhook-cert-name", "tls.crt", "The name of the webhook certificate file.")
 	flag.StringVar(&webhookCertKey, "webhook-cert-key", "tls.key", "The name of the webhook key file.")
 	flag.DurationVar(&statusMinInterval, "status-min-interval", time.Second,
-		"Coalesce FencedLock status writes of a lock that changes hands faster than this (0: write every change).")
+		"Coalesce FencedLock status writes of a busy lock: after a burst of 5, one per this interval (0: write every change).")
 	flag.IntVar(&concurrency, "max-concurrent-reconciles", 4, "Locks reconciled in parallel.")
 	flag.IntVar(&eventBurst, "event-burst", 10, "Acquired/Released events a lock may emit in a burst (0: unlimited).")
 	flag.DurationVar(&eventInterval, "event-interval", 10*time.Second, "After a burst, one Acquired/Released event per lock per this interval.")
