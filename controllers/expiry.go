@@ -29,6 +29,9 @@ type observation struct {
 	// grants this controller revoked since the last status write.
 	status  statusBudget
 	revoked int
+	// ungated is the holder pod this controller last ungated: until the cache shows the patch,
+	// the pod still looks gated, and patching it again would be a wasted write.
+	ungated types.UID
 }
 
 // observer remembers the last observation of each lock. After a restart every lease gets a fresh
@@ -51,6 +54,15 @@ func (o *observer) observe(key types.NamespacedName, rv string, st lease.State, 
 	cur = nextObservation(prev, rv, st, podReady, now)
 	o.seen[key] = cur
 	return cur, prev
+}
+
+// noteUngated records that the holder pod uid was ungated.
+func (o *observer) noteUngated(key types.NamespacedName, uid types.UID) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	obs := o.seen[key]
+	obs.ungated = uid
+	o.seen[key] = obs
 }
 
 // noteRevoke counts a revocation made by this controller.

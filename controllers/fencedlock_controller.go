@@ -118,7 +118,7 @@ func (r *FencedLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		// The Lease write's watch event brings the next reconcile, which mirrors the status.
 		return ctrl.Result{}, r.applyPlan(ctx, &fl, l, st, p, obs, now)
 	}
-	if p.ungate != nil { // granted, but the pod patch did not happen (e.g. a crash in between)
+	if p.ungate != nil && p.ungate.UID != obs.ungated { // granted, but not patched (e.g. a crash in between)
 		if err := r.ungate(ctx, &fl, p.ungate, st.Token); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -210,6 +210,10 @@ func (r *FencedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.observer = newObserver()
 	r.waiters = newWaiterLog()
 	r.limiter = newEventLimiter(r.EventBurst, r.EventInterval)
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podLockIndex,
+		func(o client.Object) []string { return []string{o.GetLabels()[locksv1alpha1.LockLabel]} }); err != nil {
+		return fmt.Errorf("indexing pods by lock: %w", err)
+	}
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}

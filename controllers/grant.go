@@ -20,11 +20,15 @@ import (
 	"github.com/fencedlock/fencedlock/pkg/token"
 )
 
-// lockPods lists the pods that ask for fl (from the label-selected cache).
+// podLockIndex indexes cached pods by the lock they ask for.
+const podLockIndex = "fencedlock.lock"
+
+// lockPods lists the pods that ask for fl, from the label-selected cache, without copying them:
+// they are read-only here (ungate patches a copy).
 func (r *FencedLockReconciler) lockPods(ctx context.Context, fl *locksv1alpha1.FencedLock) ([]corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(fl.Namespace),
-		client.MatchingLabels{locksv1alpha1.LockLabel: fl.Name}); err != nil {
+		client.MatchingFields{podLockIndex: fl.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing pods of lock %s: %w", fl.Name, err)
 	}
 	return pods.Items, nil
@@ -118,12 +122,13 @@ func (r *FencedLockReconciler) ungate(ctx context.Context, fl *locksv1alpha1.Fen
 	if err != nil {
 		return err
 	}
-	if err := r.Patch(ctx, pod, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
+	if err := r.Patch(ctx, pod.DeepCopy(), client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // deleted meanwhile: the next reconcile releases the grant
 		}
 		return fmt.Errorf("ungating pod %s of lock %s: %w", pod.Name, fl.Name, err)
 	}
+	r.observer.noteUngated(client.ObjectKeyFromObject(fl), pod.UID)
 	return nil
 }
 

@@ -54,17 +54,25 @@ func enqueuedAt(pod *corev1.Pod) time.Time {
 // computeQueue returns the pods waiting for the lock in FIFO order: gated, not being deleted, not
 // the holder. Ties (same instant) break by creation time, then name, so the order is stable.
 func computeQueue(pods []corev1.Pod, holder string) []*corev1.Pod {
-	var q []*corev1.Pod
+	type waiter struct {
+		pod *corev1.Pod
+		at  time.Time // parsed once: a queue of a thousand pods is sorted on every reconcile
+	}
+	var ws []waiter
 	for i := range pods {
 		p := &pods[i]
 		if gated(p) && p.DeletionTimestamp.IsZero() && !podIsHolder(holder, p) {
-			q = append(q, p)
+			ws = append(ws, waiter{p, enqueuedAt(p)})
 		}
 	}
-	slices.SortStableFunc(q, func(a, b *corev1.Pod) int {
-		return cmp.Or(enqueuedAt(a).Compare(enqueuedAt(b)),
-			a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
+	slices.SortStableFunc(ws, func(a, b waiter) int {
+		return cmp.Or(a.at.Compare(b.at),
+			a.pod.CreationTimestamp.Compare(b.pod.CreationTimestamp.Time), cmp.Compare(a.pod.Name, b.pod.Name))
 	})
+	q := make([]*corev1.Pod, len(ws))
+	for i, w := range ws {
+		q[i] = w.pod
+	}
 	return q
 }
 

@@ -92,6 +92,7 @@ func TestBench(t *testing.T) {
 		{"fence", func() { b.fenceCost(floor) }},
 		{"pods", func() { b.podHandover(floor) }},
 		{"scale", b.scale},
+		{"drain", b.drain},
 	} {
 		if only == "" || strings.Contains(only, sec.name) {
 			sec.run()
@@ -466,7 +467,7 @@ func (b *bench) podHandover(floor stats) {
 	for i := range n {
 		b.createPod(fmt.Sprintf("pod-%03d", i), "pods")
 	}
-	before, mgr0 := b.mgr.requests(b.t), b.mgr.metricsText(b.t)
+	before, mgr0, api0 := b.mgr.requests(b.t), b.mgr.metricsText(b.t), b.apiMetrics()
 	var d []time.Duration
 	var last time.Time
 	done := map[string]bool{}
@@ -481,13 +482,14 @@ func (b *bench) podHandover(floor stats) {
 		}
 		done[p.Name] = true
 		p.Status.Phase = corev1.PodSucceeded // play the kubelet: the holder finishes at once
-		last = time.Now()
 		if _, err := b.cs.CoreV1().Pods(b.ns).UpdateStatus(b.ctx, p, metav1.UpdateOptions{}); err != nil {
 			b.t.Fatal(err)
 		}
+		last = time.Now() // the holder's Succeeded is stored
+
 	}
 	time.Sleep(time.Second) // let the last release and status land
-	req, mgr1 := diff(before, b.mgr.requests(b.t)), b.mgr.metricsText(b.t)
+	req, mgr1, api1 := diff(before, b.mgr.requests(b.t)), b.mgr.metricsText(b.t), b.apiMetrics()
 	s := summarize(d)
 	ok := float64(s.p50) <= 5*float64(floor.p50)
 	b.rep.add("5. where a pod handover's time goes: queue wait / reconcile (means)",
@@ -495,10 +497,26 @@ func (b *bench) podHandover(floor stats) {
 			ms(histogramDelta(mgr0, mgr1, "controller_runtime_reconcile_time_seconds", `controller="fencedlock"`))), "", "", nil)
 	b.rep.add("5. pod handover: holder Succeeded -> next pod ungated with token", fmt.Sprintf("p50 %s, p99 %s", ms(s.p50), ms(s.p99)),
 		fmt.Sprintf("%.2fx CAS p50", float64(s.p50)/float64(floor.p50)), "p50 <= 5x CAS", &ok)
-	objWrites := (req["PUT"] + req["PATCH"]) / float64(n)
+	// Writes by resource, from the API server's own request counters (the bench's writes are the
+	// pods' status updates, which are not counted here).
+	wr := func(resource, subresource string, verbs ...string) float64 {
+		return (requestCount(api1, resource, subresource, verbs...) - requestCount(api0, resource, subresource, verbs...)) / float64(n)
+	}
+	leases, pods, status := wr("leases", "", "PUT"), wr("pods", "", "PATCH"), wr("fencedlocks", "status", "PUT", "PATCH")
+	events := wr("events", "", "POST", "PATCH", "PUT")
+	objWrites := leases + pods + status
 	okW := objWrites <= 3
-	b.rep.add("5. manager object writes per pod grant (Lease, pod, status)", fmt.Sprintf("%.2f", objWrites),
-		fmt.Sprintf("+ %.2f event writes", req["POST"]/float64(n)), "<= 3", &okW)
+	b.rep.add("5. manager writes per pod grant: Lease + pod + lock status", fmt.Sprintf("%.2f + %.2f + %.2f = %.2f", leases, pods, status, objWrites),
+		fmt.Sprintf("+ %.2f event writes", events), "<= 3", &okW)
+	_ = req
+}
+
+func (b *bench) apiMetrics() string {
+	raw, err := b.cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(b.ctx)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return string(raw)
 }
 
 func (b *bench) createPod(name, lockName string) {

@@ -227,3 +227,21 @@ func (m *managerProcess) metricsText(t *testing.T) string {
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
+
+// requestCount sums apiserver_request_total for a resource (and subresource) over verbs.
+func requestCount(text, resource, subresource string, verbs ...string) float64 {
+	var sum float64
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") ||
+			!strings.Contains(line, `resource="`+resource+`"`) || !strings.Contains(line, `subresource="`+subresource+`"`) {
+			continue
+		}
+		for _, v := range verbs {
+			if strings.Contains(line, `verb="`+v+`"`) {
+				f, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+				sum += f
+			}
+		}
+	}
+	return sum
+}

@@ -64,8 +64,6 @@ func (b *bench) scale() {
 	b.rep.add(fmt.Sprintf("6. manager API requests while %d locks idle for %s", n, idle), fmt.Sprintf("%.0f writes, %.0f requests", writes(d), all),
 		"", "0 writes", &okW)
 	b.rep.add(fmt.Sprintf("6. manager RSS with %d locks", n), fmt.Sprintf("%.0f MiB", rss), "", "< 150 MiB", &okR)
-
-	b.drain()
 }
 
 // drain queues many pods on one lock and plays the kubelet: each pod finishes as soon as it is
