@@ -231,7 +231,7 @@ func (m *managerProcess) metricsText(t *testing.T) string {
 // requestCount sums apiserver_request_total for a resource (and subresource) over verbs.
 func requestCount(text, resource, subresource string, verbs ...string) float64 {
 	var sum float64
-	for _, line := range strings.Split(text, "\n") {
+	for line := range strings.SplitSeq(text, "\n") {
 		if !strings.HasPrefix(line, "apiserver_request_total{") ||
 			!strings.Contains(line, `resource="`+resource+`"`) || !strings.Contains(line, `subresource="`+subresource+`"`) {
 			continue
