@@ -22,4 +22,4 @@ if [ ${#why[@]} -gt 0 ]; then
   exit 0
 fi
 echo "running the end-to-end suite on a real single-node cluster (test/e2e)" >&2
-exec go test -tags e2e ./test/e2e/ -count=1 -timeout 30m -v -ginkgo.v ${E2E_ARGS:-}
+exec go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -v -ginkgo.v ${E2E_ARGS:-}
