@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fencedlock/fencedlock/pkg/lease"
@@ -14,12 +15,13 @@ import (
 // from these local times only (as client-go leaderelection does with observedTime), never by
 // comparing a holder's renewTime with this machine's clock.
 type observation struct {
-	resourceVersion string
-	holder          string
-	token           token.Token
-	// changedAt is when this controller first saw the Lease at resourceVersion: any write by the
-	// holder (a renewal) moves it.
-	changedAt time.Time
+	holder string
+	token  token.Token
+	// renewTime is the holder's last spec.renewTime seen, and renewedAt when this controller first
+	// saw it. Only a new renewTime of the same grant is a renewal: any other write to the Lease (a
+	// bystander's label, an annotation) must not keep a dead holder's grant alive.
+	renewTime *metav1.MicroTime
+	renewedAt time.Time
 	// acquiredAt is when this controller first saw the current holder with the current token.
 	acquiredAt time.Time
 	// notReadySince is, for a pod holder, when this controller first saw it not Ready since it was
@@ -47,11 +49,11 @@ func newObserver() *observer {
 
 // observe records the Lease state seen at now and returns the updated observation and the one it
 // replaced (zero if none).
-func (o *observer) observe(key types.NamespacedName, rv string, st lease.State, podReady *bool, now time.Time) (cur, prev observation) {
+func (o *observer) observe(key types.NamespacedName, st lease.State, podReady *bool, now time.Time) (cur, prev observation) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	prev = o.seen[key]
-	cur = nextObservation(prev, rv, st, podReady, now)
+	cur = nextObservation(prev, st, podReady, now)
 	o.seen[key] = cur
 	return cur, prev
 }
@@ -132,17 +134,16 @@ func (o *observer) forget(key types.NamespacedName) {
 
 // nextObservation is the pure part of observe. podReady is the holder pod's readiness, nil when
 // the holder is not a pod.
-func nextObservation(prev observation, rv string, st lease.State, podReady *bool, now time.Time) observation {
+func nextObservation(prev observation, st lease.State, podReady *bool, now time.Time) observation {
 	cur := prev
-	if prev.resourceVersion != rv {
-		cur.resourceVersion = rv
-		cur.changedAt = now
-	}
-	if prev.holder != st.Holder || prev.token != st.Token || prev.acquiredAt.IsZero() {
-		cur.holder = st.Holder
-		cur.token = st.Token
-		cur.acquiredAt = now
+	switch {
+	case prev.holder != st.Holder || prev.token != st.Token || prev.acquiredAt.IsZero():
+		cur.holder, cur.token, cur.renewTime = st.Holder, st.Token, st.RenewTime.DeepCopy()
+		cur.acquiredAt, cur.renewedAt = now, now
 		cur.notReadySince = time.Time{}
+	case !sameTime(prev.renewTime, st.RenewTime):
+		// The value is the holder's claim on its own clock: only the change counts, observed here.
+		cur.renewTime, cur.renewedAt = st.RenewTime.DeepCopy(), now
 	}
 	switch {
 	case podReady == nil || *podReady:
@@ -151,6 +152,14 @@ func nextObservation(prev observation, rv string, st lease.State, podReady *bool
 		cur.notReadySince = now
 	}
 	return cur
+}
+
+// sameTime reports whether two optional times are the same instant (both unset counts as same).
+func sameTime(a, b *metav1.MicroTime) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(b)
 }
 
 // expiryReason says why a grant ends without its holder releasing it.
@@ -164,14 +173,14 @@ const (
 )
 
 // computeExpiry decides whether the current grant has expired at now and, if not, when it will:
-// leaseDuration after the last observed change of the Lease (a pod holder: after it was first
-// seen not Ready; a Ready pod holder has no lease deadline), or maxHold after the grant was first
+// leaseDuration after the holder's last observed renewal (a pod holder: after it was first seen
+// not Ready; a Ready pod holder has no lease deadline), or maxHold after the grant was first
 // observed. A free lock never expires (zero deadline).
 func computeExpiry(st lease.State, obs observation, maxHold time.Duration, now time.Time) (expiryReason, time.Time) {
 	if !st.Held() {
 		return expiryNone, time.Time{}
 	}
-	reason, deadline := expiryLease, obs.changedAt.Add(st.Duration)
+	reason, deadline := expiryLease, obs.renewedAt.Add(st.Duration)
 	if isPodHolder(st.Holder) {
 		reason, deadline = expiryNotReady, time.Time{}
 		if !obs.notReadySince.IsZero() {

@@ -111,7 +111,7 @@ func (r *FencedLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if holderPod != nil {
 		ready = new(podReady(holderPod))
 	}
-	obs, prev := r.observer.observe(req.NamespacedName, l.ResourceVersion, st, ready, now)
+	obs, prev := r.observer.observe(req.NamespacedName, st, ready, now)
 	queue := computeQueue(pods, st.Holder)
 	p := computePlan(st, obs, holderPod, queue, maxHold(&fl), now)
 	if p.writesLease() {

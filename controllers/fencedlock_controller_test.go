@@ -221,6 +221,44 @@ var _ = Describe("FencedLock controller", func() {
 		Expect(next.Token).To(BeNumerically(">", g.Token))
 	})
 
+	It("counts only the holder's new renewTime as a renewal, not a bystander's write to the Lease", func() {
+		ns := newNamespace()
+		fl := newLock(ns, "bystander", nil)
+		g, err := locker(fl, "dead").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		settle(fl)
+		holder := func() string { return leaseState(ns, "bystander").Holder }
+
+		fakeClock.Step(10 * time.Second)
+		By("a bystander labels and annotates the Lease of a holder that renews nothing")
+		l := getLease(ns, "bystander")
+		l.Labels["example.com/team"] = "payments"
+		l.Annotations["example.com/note"] = "audited"
+		Expect(k8sClient.Update(ctx, l)).To(Succeed())
+		By("a write that sets the same renewTime again, with another annotation")
+		l = getLease(ns, "bystander")
+		same := *l.Spec.RenewTime
+		l.Spec.RenewTime = &same
+		l.Annotations["example.com/note"] = "audited twice"
+		Expect(k8sClient.Update(ctx, l)).To(Succeed())
+		By("a write of the same renewTime alone, a no-op at the API server")
+		l = getLease(ns, "bystander")
+		rv := l.ResourceVersion
+		l.Spec.RenewTime = &same
+		Expect(k8sClient.Update(ctx, l)).To(Succeed())
+		Expect(l.ResourceVersion).To(Equal(rv))
+		Consistently(holder, "300ms").Should(Equal("dead")) // the controller sees the writes at +10s
+
+		fakeClock.Step(4 * time.Second) // 14s after the grant
+		poke(fl)
+		Consistently(holder, "300ms").Should(Equal("dead"))
+
+		fakeClock.Step(2 * time.Second) // 16s after the grant, 6s after the bystander's writes
+		poke(fl)
+		Eventually(holder).Should(BeEmpty())
+		Expect(leaseState(ns, "bystander").RevokedToken).To(Equal(g.Token))
+	})
+
 	It("revokes a grant held longer than maxHoldSeconds even if renewed", func() {
 		ns := newNamespace()
 		fl := newLock(ns, "bounded", func(fl *locksv1alpha1.FencedLock) {

@@ -62,19 +62,19 @@ func TestComputeQueue(t *testing.T) {
 
 func TestPodObservation(t *testing.T) {
 	st := held(locksv1alpha1.PodHolderIdentity("p", "uid-p"), 10)
-	o := nextObservation(observation{}, "11", st, new(false), t0) // just granted, not Ready yet
+	o := nextObservation(observation{}, st, new(false), t0) // just granted, not Ready yet
 	if !o.notReadySince.Equal(t0) {
 		t.Fatalf("notReadySince = %v", o.notReadySince)
 	}
-	o = nextObservation(o, "11", st, new(false), t0.Add(5*time.Second))
+	o = nextObservation(o, st, new(false), t0.Add(5*time.Second))
 	if !o.notReadySince.Equal(t0) {
 		t.Fatal("notReadySince must keep the first observation")
 	}
-	o = nextObservation(o, "11", st, new(true), t0.Add(6*time.Second))
+	o = nextObservation(o, st, new(true), t0.Add(6*time.Second))
 	if !o.notReadySince.IsZero() {
 		t.Fatal("a Ready pod clears notReadySince")
 	}
-	o = nextObservation(o, "11", st, new(false), t0.Add(60*time.Second))
+	o = nextObservation(o, st, new(false), t0.Add(60*time.Second))
 	if !o.notReadySince.Equal(t0.Add(60 * time.Second)) {
 		t.Fatal("a pod that turns not Ready starts a new clock")
 	}
@@ -92,8 +92,8 @@ func TestComputePlan(t *testing.T) {
 	free := lease.State{Token: tokenOf(10), Duration: 15 * time.Second}
 	podHeld := held(holderID, 10)
 	client := held("library", 10)
-	readyObs := observation{changedAt: t0, acquiredAt: t0}
-	notReadyObs := observation{changedAt: t0, acquiredAt: t0, notReadySince: t0}
+	readyObs := observation{renewedAt: t0, acquiredAt: t0}
+	notReadyObs := observation{renewedAt: t0, acquiredAt: t0, notReadySince: t0}
 
 	cases := []struct {
 		name      string

@@ -17,28 +17,46 @@ func held(holder string, tok uint64) lease.State {
 	return lease.State{Holder: holder, Token: tokenOf(tok), Duration: 15 * time.Second, Transitions: 1}
 }
 
+func renewedAt(st lease.State, at time.Time) lease.State {
+	t := metav1.NewMicroTime(at)
+	st.RenewTime = &t
+	return st
+}
+
 func TestNextObservation(t *testing.T) {
-	a := held("a", 10)
-	first := nextObservation(observation{}, "11", a, nil, t0)
-	if !first.changedAt.Equal(t0) || !first.acquiredAt.Equal(t0) {
+	a := renewedAt(held("a", 10), t0)
+	first := nextObservation(observation{}, a, nil, t0)
+	if !first.renewedAt.Equal(t0) || !first.acquiredAt.Equal(t0) {
 		t.Fatalf("first observation %+v", first)
 	}
-	same := nextObservation(first, "11", a, nil, t0.Add(5*time.Second))
+	same := nextObservation(first, a, nil, t0.Add(5*time.Second))
 	if same != first {
 		t.Fatalf("an unchanged lease must not move the observation: %+v", same)
 	}
-	renewed := nextObservation(first, "12", a, nil, t0.Add(5*time.Second))
-	if !renewed.changedAt.Equal(t0.Add(5*time.Second)) || !renewed.acquiredAt.Equal(t0) {
-		t.Fatalf("a renewal moves changedAt only: %+v", renewed)
+	// A bystander's write (a label, an annotation, the same renewTime written again) changes the
+	// resourceVersion but not renewTime: not a renewal. Only the fields nextObservation reads are
+	// in lease.State, so "same state, later" is exactly such a write.
+	rewritten := nextObservation(first, renewedAt(held("a", 10), t0), nil, t0.Add(5*time.Second))
+	if rewritten != first {
+		t.Fatalf("a write of the same renewTime must not renew: %+v", rewritten)
 	}
-	regrant := nextObservation(renewed, "14", held("b", 13), nil, t0.Add(7*time.Second))
-	if !regrant.acquiredAt.Equal(t0.Add(7 * time.Second)) {
-		t.Fatalf("a new grant moves acquiredAt: %+v", regrant)
+	renewed := nextObservation(first, renewedAt(a, t0.Add(time.Millisecond)), nil, t0.Add(5*time.Second))
+	if !renewed.renewedAt.Equal(t0.Add(5*time.Second)) || !renewed.acquiredAt.Equal(t0) {
+		t.Fatalf("a renewal moves renewedAt only, to when it was observed: %+v", renewed)
+	}
+	// The holder's clock is not this controller's: a renewTime far in the past still renews now.
+	skewed := nextObservation(renewed, renewedAt(a, t0.Add(-time.Hour)), nil, t0.Add(6*time.Second))
+	if !skewed.renewedAt.Equal(t0.Add(6 * time.Second)) {
+		t.Fatalf("a changed renewTime renews whatever its value: %+v", skewed)
+	}
+	regrant := nextObservation(renewed, renewedAt(held("b", 13), t0), nil, t0.Add(7*time.Second))
+	if !regrant.acquiredAt.Equal(t0.Add(7*time.Second)) || !regrant.renewedAt.Equal(t0.Add(7*time.Second)) {
+		t.Fatalf("a new grant moves acquiredAt and renewedAt, even with the same renewTime: %+v", regrant)
 	}
 }
 
 func TestComputeExpiry(t *testing.T) {
-	obs := observation{changedAt: t0.Add(10 * time.Second), acquiredAt: t0}
+	obs := observation{renewedAt: t0.Add(10 * time.Second), acquiredAt: t0}
 	cases := []struct {
 		name         string
 		st           lease.State

@@ -20,8 +20,15 @@ package v1alpha1
 // never change within an API version.
 const (
 	// TokenAnnotation carries a fencing token as a decimal string: on a Lease, the lock's current
-	// token; on a pod, the token it was granted; on a fenced object, the token of its last writer.
+	// token; on a pod, the token it was granted; on a write to a fenced object, the token the
+	// writer presents (the API server moves it to RecordedTokenAnnotation before storing).
 	TokenAnnotation = "fencedlock.io/token"
+
+	// RecordedTokenAnnotation on a fenced object is the token its last admitted write presented.
+	// Admission policy config/policy/token_record.yaml sets it from TokenAnnotation and clears it
+	// on a write that presents none, so a stored object never carries a token a later write could
+	// inherit; the fence judges writes by it and deletes by the stored object's value.
+	RecordedTokenAnnotation = "fencedlock.io/recorded-token"
 
 	// RevokedTokenAnnotation on a Lease records the token of the last grant the controller revoked
 	// because it expired, so observers can tell an expiry from a release.
