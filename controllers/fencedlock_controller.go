@@ -119,8 +119,10 @@ func (r *FencedLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, r.applyPlan(ctx, &fl, l, st, p, obs, now)
 	}
 	if p.ungate != nil && p.ungate.UID != obs.ungated { // granted, but not patched (e.g. a crash in between)
-		if err := r.ungate(ctx, &fl, p.ungate, st.Token); err != nil {
-			return ctrl.Result{}, err
+		if ok, err := r.ungate(ctx, &fl, p.ungate, st.Token); err != nil || !ok {
+			// Not ungated: the cache still shows a pod the API server has replaced. Look again
+			// soon; once the cache catches up, the grant is released.
+			return ctrl.Result{RequeueAfter: replacedPodRetry}, err
 		}
 	}
 
@@ -141,6 +143,10 @@ func (r *FencedLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	return ctrl.Result{RequeueAfter: wake.Sub(now)}, nil
 }
+
+// replacedPodRetry is how soon a lock whose holder pod was replaced behind the cache's back is
+// looked at again (the pod watch normally comes first).
+const replacedPodRetry = time.Second
 
 // earliest returns the earlier of two times, ignoring zero ones.
 func earliest(a, b time.Time) time.Time {

@@ -3,13 +3,16 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -94,7 +97,10 @@ func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.
 	log.Info("Granted lock to pod", "pod", p.grant.Name, "token", granted.String())
 	r.Recorder.Eventf(p.grant, fl, corev1.EventTypeNormal, "Granted", "Grant",
 		"Granted lock %s with token %s", fl.Name, granted)
-	return r.ungate(ctx, fl, p.grant, granted)
+	// If the pod was replaced meanwhile, the Lease write's watch event brings the reconcile that
+	// releases this grant.
+	_, err = r.ungate(ctx, fl, p.grant, granted)
+	return err
 }
 
 // recordRevoke reports a revocation: metrics, a log line and events.
@@ -112,24 +118,58 @@ func (r *FencedLockReconciler) recordRevoke(fl *locksv1alpha1.FencedLock, l *coo
 	r.Recorder.Eventf(fl, l, corev1.EventTypeWarning, locksv1alpha1.ReasonExpired, "Revoke", note)
 }
 
-// ungate gives a granted pod its token and lets it be scheduled, in one patch.
-func (r *FencedLockReconciler) ungate(ctx context.Context, fl *locksv1alpha1.FencedLock, pod *corev1.Pod, tok token.Token) error {
+// ungate gives a granted pod its token and lets it be scheduled, in one patch. It reports false,
+// without an error, when the pod is gone or was replaced by a namesake (a StatefulSet's worker-0
+// recreated): the grant, whose identity names the old UID, is released by a later reconcile.
+func (r *FencedLockReconciler) ungate(ctx context.Context, fl *locksv1alpha1.FencedLock, pod *corev1.Pod, tok token.Token) (bool, error) {
+	patch, err := ungatePatch(pod, tok)
+	if err != nil {
+		return false, err
+	}
+	if err := r.Patch(ctx, pod.DeepCopy(), patch); err != nil {
+		if apierrors.IsNotFound(err) || podReplaced(err) {
+			logf.FromContext(ctx).Info("Granted pod is gone; not ungating it or a namesake",
+				"pod", pod.Name, "uid", pod.UID, "token", tok.String(), "reason", apierrors.ReasonForError(err))
+			return false, nil
+		}
+		return false, fmt.Errorf("ungating pod %s of lock %s: %w", pod.Name, fl.Name, err)
+	}
+	r.observer.noteUngated(client.ObjectKeyFromObject(fl), pod.UID)
+	return true, nil
+}
+
+// ungatePatch is the strategic merge patch that sets the pod's token and removes its gate. A
+// patch addresses a pod by name; metadata.uid makes it a precondition: the API server refuses
+// the whole patch if the pod of that name has another UID (see podReplaced).
+func ungatePatch(pod *corev1.Pod, tok token.Token) (client.Patch, error) {
 	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]string{locksv1alpha1.TokenAnnotation: tok.String()}},
+		"metadata": map[string]any{
+			"uid":         pod.UID,
+			"annotations": map[string]string{locksv1alpha1.TokenAnnotation: tok.String()},
+		},
 		"spec": map[string]any{"schedulingGates": []map[string]string{
 			{"$patch": "delete", "name": locksv1alpha1.SchedulingGate}}},
 	})
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("encoding ungate patch: %w", err)
 	}
-	if err := r.Patch(ctx, pod.DeepCopy(), client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil // deleted meanwhile: the next reconcile releases the grant
-		}
-		return fmt.Errorf("ungating pod %s of lock %s: %w", pod.Name, fl.Name, err)
+	return client.RawPatch(types.StrategicMergePatchType, patch), nil
+}
+
+// podReplaced reports whether an ungate patch was refused because the pod of that name has another
+// UID. The API server says so as Invalid on metadata.uid ("field is immutable"); a Conflict
+// (a UID precondition failure) is accepted too. No other field of the patch can be Invalid there.
+func podReplaced(err error) bool {
+	if apierrors.IsConflict(err) {
+		return true
 	}
-	r.observer.noteUngated(client.ObjectKeyFromObject(fl), pod.UID)
-	return nil
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	return slices.ContainsFunc(status.Status().Details.Causes, func(c metav1.StatusCause) bool {
+		return c.Field == "metadata.uid"
+	})
 }
 
 // waiterLog remembers, per lock, which queued pods were told they are waiting, so that each pod

@@ -1,6 +1,8 @@
 package controllers_test
 
 import (
+	"fmt"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -8,12 +10,16 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/controllers"
 	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/token"
+	"github.com/fencedlock/fencedlock/test/util"
 )
 
 // newPod creates a pod asking for lock lockName; it reads its token through the downward API.
@@ -201,6 +207,65 @@ var _ = Describe("Pods as lock holders", func() {
 		stillGated(ns, "later")
 	})
 
+	It("never ungates a namesake created between the grant and the ungate patch with the old pod's token", func() {
+		ns := newNamespace()
+		fl := newLock(ns, "jobs", nil)
+		holder, err := locker(fl, "library").TryAcquire(ctx) // keep the lock busy while the pod queues
+		Expect(err).NotTo(HaveOccurred())
+		newPod(ns, "worker-0", "jobs")
+		Eventually(func() int32 { return getLock(fl).Status.WaitingCount }).Should(Equal(int32(1)))
+		first := getPod(ns, "worker-0")
+
+		By("a controller that, right after granting worker-0, sees it deleted and recreated (a StatefulSet)")
+		stopManage()
+		replaced := make(chan error, 1)
+		var once sync.Once
+		stop, err := util.StartManager(ctx, cfg, fakeClock, testEnv, func(r *controllers.FencedLockReconciler) {
+			r.AfterPodGrant = func() { once.Do(func() { replaced <- recreatePod(ns, "worker-0", first.UID) }) }
+		})
+		Expect(err).NotTo(HaveOccurred())
+		stopManage = stop
+		DeferCleanup(func() { stopManage(); startManager() })
+		Expect(holder.Release(ctx)).To(Succeed())
+		Eventually(replaced).Should(Receive(Succeed()))
+
+		By("the namesake runs only with a grant of its own")
+		Eventually(func(g Gomega) {
+			p := getPod(ns, "worker-0")
+			g.Expect(p.UID).NotTo(Equal(first.UID))
+			g.Expect(isGated(p)).To(BeFalse(), "the namesake is granted in its turn")
+			st := leaseState(ns, "jobs")
+			g.Expect(st.Holder).To(Equal(locksv1alpha1.PodHolderIdentity(p.Name, string(p.UID))),
+				"an ungated pod holds the lock under its own UID")
+			g.Expect(p.Annotations).To(HaveKeyWithValue(locksv1alpha1.TokenAnnotation, st.Token.String()),
+				"an ungated pod carries its own grant's token")
+		}).Should(Succeed())
+	})
+
+	It("refuses the ungate patch on a namesake of the pod it was made for", func() {
+		ns := newNamespace()
+		newPod(ns, "worker-0", "no-such-lock") // no lock of that name: the controller leaves it gated
+		old := getPod(ns, "worker-0")
+		patch, err := controllers.UngatePatch(old, token.Token(42))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(recreatePod(ns, "worker-0", old.UID)).To(Succeed())
+
+		err = k8sClient.Patch(ctx, old.DeepCopy(), patch)
+		Expect(err).To(HaveOccurred(), "the old pod's patch must not land on its namesake")
+		Expect(controllers.PodReplaced(err)).To(BeTrue(), "refusal not recognized: %v", err)
+		p := getPod(ns, "worker-0")
+		Expect(isGated(p)).To(BeTrue())
+		Expect(p.Annotations).NotTo(HaveKey(locksv1alpha1.TokenAnnotation))
+
+		By("a patch made for the namesake lands")
+		patch, err = controllers.UngatePatch(p, token.Token(43))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(k8sClient.Patch(ctx, p.DeepCopy(), patch)).To(Succeed())
+		p = getPod(ns, "worker-0")
+		Expect(isGated(p)).To(BeFalse())
+		Expect(p.Annotations).To(HaveKeyWithValue(locksv1alpha1.TokenAnnotation, "43"))
+	})
+
 	It("keeps pods gated while their lock does not exist, and grants once it does", func() {
 		ns := newNamespace()
 		newPod(ns, "early", "not-yet")
@@ -226,4 +291,33 @@ func podEvents(ns, name string) []string {
 		}
 	}
 	return out
+}
+
+// recreatePod deletes pod name (it must have UID uid) and creates a namesake, as a StatefulSet
+// does. It runs inside the controller (AfterPodGrant), so it reports errors instead of failing.
+func recreatePod(ns, name string, uid types.UID) error {
+	old := &corev1.Pod{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, old); err != nil {
+		return err
+	}
+	if old.UID != uid {
+		return fmt.Errorf("pod %s has UID %s, want %s", name, old.UID, uid)
+	}
+	if err := k8sClient.Delete(ctx, old, client.GracePeriodSeconds(0)); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		err := k8sClient.Get(ctx, client.ObjectKeyFromObject(old), &corev1.Pod{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pod %s still exists after deletion (%v)", name, err)
+		}
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: old.Labels},
+		Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: old.Spec.Containers},
+	}
+	return k8sClient.Create(ctx, pod)
 }
