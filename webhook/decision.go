@@ -32,6 +32,10 @@ const (
 	ReasonInvalidLabel         = "InvalidLabel"
 	ReasonRelabel              = "Relabel"
 	ReasonNotHolder            = "NotHolder"
+	ReasonNotHeld              = "NotHeld"
+	ReasonPolicyMissing        = "PolicyMissing"
+	ReasonFinalizing           = "Finalizing"
+	ReasonSubresource          = "Subresource"
 )
 
 // podUIDExtra is the userInfo.extra key carrying the pod UID of a pod's service-account token.
@@ -42,9 +46,14 @@ type Request struct {
 	Operation admissionv1.Operation
 	// Object names the object in messages, e.g. "configmaps default/ledger".
 	Object string
+	// Subresource is the subresource written ("scale"), empty for the object itself. Eviction is
+	// not one: it is judged as the DELETE it is.
+	Subresource string
 	// Old is the stored object (UPDATE, DELETE), New the object as written (CREATE, UPDATE).
 	Old, New *metav1.ObjectMeta
 	User     authenticationv1.UserInfo
+	// Finalizing is true for an UPDATE of an object being deleted that only removes finalizers.
+	Finalizing bool
 	// NamespaceTerminating is nil until the handler looked it up; Decide asks for it (NeedNamespace)
 	// only before refusing a DELETE.
 	NamespaceTerminating *bool
@@ -59,6 +68,9 @@ type Lock struct {
 	// Lease is the lock state; LeaseFound false if its Lease is missing.
 	Lease      lease.State
 	LeaseFound bool
+	// LeaseForeign is true when a Lease of the lock's name exists but is not controlled by the
+	// FencedLock (by UID); LeaseFound is then false.
+	LeaseForeign bool
 	// Live is true when Lease was read from etcd rather than from the cache.
 	Live bool
 }
@@ -101,6 +113,14 @@ func fenced(m *metav1.ObjectMeta) bool {
 // it leaves; moving an object from one lock to another takes two writes (remove, then add).
 func Target(req Request) (string, *Decision) {
 	oldFenced, newFenced := fenced(req.Old), fenced(req.New)
+	if req.Subresource != "" && (oldFenced || newFenced) {
+		// A subresource write (scale, ephemeral containers, resize) has no metadata of its own to
+		// present a token in, yet changes the object.
+		d := deny(ReasonSubresource, "%s is fenced by lock %s: a write through its /%s subresource cannot present a fencing "+
+			"token; make the change with a fenced write to the object itself (annotation %s)",
+			req.Object, lockLabel(req.Old), req.Subresource, locksv1alpha1.TokenAnnotation)
+		return "", &d
+	}
 	var name string
 	switch {
 	case oldFenced && newFenced && lockLabel(req.Old) != lockLabel(req.New):
@@ -126,68 +146,134 @@ func Target(req Request) (string, *Decision) {
 
 // Decide applies the fence to a request for an object guarded by lk. It is pure: the caller
 // supplies every fact and re-decides when asked for a live Lease or the namespace phase.
+//
+// A write is judged only by the token it presents itself: the token-record admission policy has
+// already moved a presented fencedlock.io/token into fencedlock.io/recorded-token of the object as
+// written, and cleared it when none was presented. A DELETE presents nothing and is judged by the
+// stored object's record.
 func Decide(req Request, lk Lock) Decision {
+	if req.Finalizing {
+		// The deletion was admitted already; refusing the write that removes a finalizer would
+		// leave the object, and its namespace, stuck forever.
+		return allow(ReasonFinalizing)
+	}
 	if !lk.Found {
-		return deny(ReasonLockNotFound, "%s is fenced by lock %s, which does not exist: create the FencedLock "+
-			"(writes, label removal and deletion of fenced objects all need one of its tokens)", req.Object, lk.Key)
+		return denyDelete(req, deny(ReasonLockNotFound, "%s is fenced by lock %s, which does not exist: create the FencedLock "+
+			"(writes, label removal and deletion of fenced objects all need one of its tokens)", req.Object, lk.Key))
 	}
 	if !lk.LeaseFound || !lk.Lease.Initialized() {
-		return deny(ReasonLockNotReady, "lock %s is not ready yet (its Lease has no token): retry in a moment", lk.Key)
+		why := "its Lease has no token"
+		if lk.LeaseForeign {
+			why = "its Lease is not owned by the FencedLock (see the lock's Ready condition)"
+		}
+		return denyDelete(req, deny(ReasonLockNotReady, "lock %s is not ready yet (%s): retry in a moment", lk.Key, why))
 	}
-	current := lk.Lease.Token
-
-	var presented, recorded token.Token
-	if req.Operation == admissionv1.Delete {
-		// A delete carries no token: the object's own recorded token must still be current, so a
-		// holder that lost the lock cannot delete what it (or its successor) wrote.
-		presented = recordedToken(req.Old)
-		if presented.IsZero() {
-			return denyDelete(req, deny(ReasonMissingToken, "%s carries no valid %s annotation: write it with your "+
-				"current token of lock %s (a fenced update), then delete it", req.Object, locksv1alpha1.TokenAnnotation, lk.Key))
-		}
-		recorded = presented
-	} else {
-		raw, ok := req.New.Annotations[locksv1alpha1.TokenAnnotation]
-		if !ok {
-			return deny(ReasonMissingToken, "writes to %s must carry annotation %s with the writer's fencing token "+
-				"for lock %s (in a pod: $FENCING_TOKEN; from a shell: kubectl fencedlock run %s -- ...)",
-				req.Object, locksv1alpha1.TokenAnnotation, lk.Key, lockName(lk.Key))
-		}
-		var err error
-		if presented, err = token.Parse(raw); err != nil {
-			return deny(ReasonMalformedToken, "%s: annotation %s: %v", req.Object, locksv1alpha1.TokenAnnotation, err)
-		}
-		if lockLabel(req.Old) == lockLabel(req.New) { // the stored token belongs to this lock
-			recorded = recordedToken(req.Old)
-		}
+	presented, d := presentedToken(req, lk)
+	if d != nil {
+		return denyDelete(req, *d)
 	}
-
-	if err := fence.Check(lk.Key, presented, recorded, current); err != nil {
-		var forged *fence.ForgedTokenError
-		var stale *fence.StaleTokenError
-		switch {
-		case errors.As(err, &forged) && !lk.Live:
-			return Decision{NeedLive: true}
-		case errors.As(err, &forged):
-			return denyDelete(req, deny(ReasonForgedToken, "%s: %v", req.Object, err))
-		case errors.As(err, &stale) && stale.ByObject:
-			return denyDelete(req, deny(ReasonStaleObjectToken, "%s: %v", req.Object, err))
-		default:
-			return denyDelete(req, deny(ReasonStaleToken, "%s: %v", req.Object, err))
-		}
+	var recorded token.Token
+	if fenced(req.Old) { // Target refused a move between locks: the stored record is of this lock
+		recorded = recordedToken(req.Old)
+	}
+	if d := judge(req, lk, presented, recorded); d != nil {
+		return denyDelete(req, *d)
 	}
 	if lk.Spec.HolderBinding {
 		if d := checkHolder(req, lk, presented); d != nil {
-			return *d
+			return denyDelete(req, *d)
 		}
 	}
 	return allow(ReasonCurrent)
 }
 
+// presentedToken is the token a request is judged by, or the refusal when it has none.
+func presentedToken(req Request, lk Lock) (token.Token, *Decision) {
+	if req.Operation == admissionv1.Delete {
+		// A delete carries no token: the object's own recorded token must still be held, so a
+		// holder that lost the lock cannot delete what it (or its successor) wrote.
+		t := recordedToken(req.Old)
+		if t.IsZero() {
+			d := deny(ReasonMissingToken, "%s carries no valid %s annotation: stamp it with the current token of "+
+				"lock %s (a fenced update presenting %s), then delete it", req.Object, locksv1alpha1.RecordedTokenAnnotation,
+				lk.Key, locksv1alpha1.TokenAnnotation)
+			return 0, &d
+		}
+		return t, nil
+	}
+	if _, ok := req.New.Annotations[locksv1alpha1.TokenAnnotation]; ok {
+		// The token-record policy did not run: judging this write would let its token be stored
+		// and inherited by the next write.
+		d := deny(ReasonPolicyMissing, "%s: annotation %s reached the fence unrecorded: the MutatingAdmissionPolicy "+
+			"that records tokens (config/policy/token_record.yaml) is not installed or not bound; install config/policy",
+			req.Object, locksv1alpha1.TokenAnnotation)
+		return 0, &d
+	}
+	raw, ok := req.New.Annotations[locksv1alpha1.RecordedTokenAnnotation]
+	if !ok {
+		d := deny(ReasonMissingToken, "writes to %s must present annotation %s with the writer's fencing token "+
+			"for lock %s, every time (a stored object keeps no token to inherit; in a pod: $FENCING_TOKEN; "+
+			"from a shell: kubectl fencedlock run %s -- ...)",
+			req.Object, locksv1alpha1.TokenAnnotation, lk.Key, lockName(lk.Key))
+		return 0, &d
+	}
+	t, err := token.Parse(raw)
+	if err != nil {
+		d := deny(ReasonMalformedToken, "%s: annotation %s: %v", req.Object, locksv1alpha1.TokenAnnotation, err)
+		return 0, &d
+	}
+	return t, nil
+}
+
+// judge applies the token rules: not below the object's record (b), not below (c) nor above (d)
+// the lock's current token, and held now (e). Refusals that a lagging cache could explain ask for
+// a live read first, so the current holder is never refused because of cache lag.
+func judge(req Request, lk Lock, presented, recorded token.Token) *Decision {
+	err := fence.Check(lk.Key, presented, recorded, lk.Lease.Token)
+	var forged *fence.ForgedTokenError
+	var stale *fence.StaleTokenError
+	switch {
+	case err == nil && !lk.Lease.Held() && !lk.Live:
+		return &Decision{NeedLive: true}
+	case err == nil && !lk.Lease.Held():
+		how := "released by its holder"
+		if lk.Lease.RevokedToken == presented {
+			how = "revoked by the controller because its lease expired"
+		}
+		remedy := "acquire the lock and write with the new token"
+		if req.Operation == admissionv1.Delete {
+			remedy = deleteRemedy
+		}
+		d := deny(ReasonNotHeld, "%s: fencing token %s of lock %s is no longer held (%s): %s",
+			req.Object, presented, lk.Key, how, remedy)
+		return &d
+	case err == nil:
+		return nil
+	case errors.As(err, &forged) && !lk.Live:
+		return &Decision{NeedLive: true}
+	case errors.As(err, &forged):
+		d := deny(ReasonForgedToken, "%s: %v", req.Object, err)
+		return &d
+	case req.Operation == admissionv1.Delete && errors.As(err, &stale):
+		d := deny(ReasonStaleToken, "%s: the object was last written with token %s, and lock %s has moved on to token %s: %s",
+			req.Object, presented, lk.Key, stale.Current, deleteRemedy)
+		return &d
+	case errors.As(err, &stale) && stale.ByObject:
+		d := deny(ReasonStaleObjectToken, "%s: %v", req.Object, err)
+		return &d
+	default:
+		d := deny(ReasonStaleToken, "%s: %v", req.Object, err)
+		return &d
+	}
+}
+
+// deleteRemedy is what a refused DELETE must do: only a holder of the lock may delete.
+const deleteRemedy = "stamp the object with the current token (a fenced update, as the lock's holder), then delete it"
+
 // denyDelete lets a DELETE through when its namespace is being deleted (nothing is left to
 // protect, and a stuck namespace helps nobody); other refusals stand.
 func denyDelete(req Request, d Decision) Decision {
-	if req.Operation != admissionv1.Delete {
+	if req.Operation != admissionv1.Delete || d.Allowed {
 		return d
 	}
 	switch {
@@ -223,12 +309,12 @@ func checkHolder(req Request, lk Lock, presented token.Token) *Decision {
 	return &d
 }
 
-// recordedToken is the token an object was last written with, zero if none or malformed.
+// recordedToken is the token the stored object was last written with, zero if none or malformed.
 func recordedToken(m *metav1.ObjectMeta) token.Token {
 	if m == nil {
 		return 0
 	}
-	t, _ := token.Parse(m.Annotations[locksv1alpha1.TokenAnnotation])
+	t, _ := token.Parse(m.Annotations[locksv1alpha1.RecordedTokenAnnotation])
 	return t
 }
 

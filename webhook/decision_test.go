@@ -13,17 +13,27 @@ import (
 	"github.com/fencedlock/fencedlock/pkg/token"
 )
 
-// obj is object metadata fenced by lock (empty: unfenced) with token annotation tok (empty: none).
+// obj is object metadata fenced by lock (empty: unfenced) with recorded token tok (empty: none),
+// as the fence sees it after the token-record policy: for the object as written, tok is the
+// token the write presented.
 func obj(lock, tok string) *metav1.ObjectMeta {
 	m := &metav1.ObjectMeta{Labels: map[string]string{}, Annotations: map[string]string{}}
 	if lock != "" {
 		m.Labels[locksv1alpha1.FencedByLabel] = lock
 	}
 	if tok != "" {
-		m.Annotations[locksv1alpha1.TokenAnnotation] = tok
+		m.Annotations[locksv1alpha1.RecordedTokenAnnotation] = tok
 	}
 	return m
 }
+
+// unrecorded is a write whose presented token the token-record policy did not move.
+func unrecorded(m *metav1.ObjectMeta, tok string) *metav1.ObjectMeta {
+	m.Annotations[locksv1alpha1.TokenAnnotation] = tok
+	return m
+}
+
+func revoked(l Lock) Lock { l.Lease.RevokedToken = l.Lease.Token; return l }
 
 func ready(current uint64, holder string) Lock {
 	return Lock{Key: "default/settlement", Found: true, LeaseFound: true,
@@ -53,11 +63,17 @@ func TestDecide(t *testing.T) {
 		needLive  bool
 		needNS    bool
 		inMessage string
+		// finalizing marks an update that only removes finalizers of an object being deleted.
+		finalizing bool
 	}{
 		// rule (a): well-formed
 		{name: "create with the current token", op: create, new: obj("settlement", "34"), lock: ready(34, "b"), want: ReasonCurrent},
 		{name: "missing token", op: create, new: obj("settlement", ""), lock: ready(34, "b"), want: ReasonMissingToken,
-			inMessage: "must carry annotation fencedlock.io/token"},
+			inMessage: "must present annotation fencedlock.io/token"},
+		{name: "update presenting no token inherits nothing from the stored object", op: update, old: obj("settlement", "34"),
+			new: obj("settlement", ""), lock: ready(34, "b"), want: ReasonMissingToken, inMessage: "every time"},
+		{name: "token not recorded: the policy is missing", op: update, old: obj("settlement", "34"),
+			new: unrecorded(obj("settlement", ""), "34"), lock: ready(34, "b"), want: ReasonPolicyMissing, inMessage: "install config/policy"},
 		{name: "empty token", op: create, new: obj("settlement", "x"), lock: ready(34, "b"), want: ReasonMalformedToken},
 		{name: "negative token", op: create, new: obj("settlement", "-34"), lock: ready(34, "b"), want: ReasonMalformedToken},
 		{name: "non-decimal token", op: create, new: obj("settlement", "0x22"), lock: ready(34, "b"), want: ReasonMalformedToken},
@@ -68,8 +84,15 @@ func TestDecide(t *testing.T) {
 		// rule (c): not lower than the lock's current token
 		{name: "one below the lock", op: update, old: obj("settlement", "33"), new: obj("settlement", "33"), lock: ready(34, "b"),
 			want: ReasonStaleToken, inMessage: "stale fencing token 33 for lock default/settlement: the lock was re-acquired with token 34; re-acquire and retry"},
-		{name: "released lock, last token still writes", op: update, old: obj("settlement", "34"), new: obj("settlement", "34"),
-			lock: ready(34, ""), want: ReasonCurrent},
+		// rule (e): held now; a free lock in the cache is confirmed live before refusing
+		{name: "released lock in the cache asks for a live read", op: update, old: obj("settlement", "34"), new: obj("settlement", "34"),
+			lock: ready(34, ""), needLive: true},
+		{name: "released token refused", op: update, old: obj("settlement", "34"), new: obj("settlement", "34"),
+			lock: live(ready(34, "")), want: ReasonNotHeld, inMessage: "is no longer held (released by its holder)"},
+		{name: "revoked token refused", op: update, old: obj("settlement", "34"), new: obj("settlement", "34"),
+			lock: live(revoked(ready(34, ""))), want: ReasonNotHeld, inMessage: "revoked by the controller"},
+		{name: "released lock: delete refused with what to do", op: del, old: obj("settlement", "34"), nsTerm: new(false),
+			lock: live(ready(34, "")), want: ReasonNotHeld, inMessage: "stamp the object with the current token"},
 		// rule (d): not above any issued token, confirmed live before refusing
 		{name: "one above the cached lock asks for a live read", op: update, old: obj("settlement", "34"), new: obj("settlement", "35"),
 			lock: ready(34, "b"), needLive: true},
@@ -90,20 +113,34 @@ func TestDecide(t *testing.T) {
 		{name: "lock missing", op: create, new: obj("settlement", "34"), lock: Lock{Key: "default/settlement"}, want: ReasonLockNotFound},
 		{name: "lease missing", op: create, new: obj("settlement", "34"), lock: Lock{Key: "default/settlement", Found: true}, want: ReasonLockNotReady},
 		{name: "lease not initialized", op: create, new: obj("settlement", "34"), lock: ready(0, ""), want: ReasonLockNotReady},
+		{name: "lease not owned by the lock", op: create, new: obj("settlement", "34"),
+			lock: Lock{Key: "default/settlement", Found: true, LeaseForeign: true}, want: ReasonLockNotReady, inMessage: "not owned"},
 		// label changes
 		{name: "remove the label with the current token", op: update, old: obj("settlement", "34"), new: obj("", "34"), lock: ready(34, "b"), want: ReasonCurrent},
 		{name: "remove the label with a stale token", op: update, old: obj("settlement", "33"), new: obj("", "33"), lock: ready(34, "b"), want: ReasonStaleToken},
 		{name: "remove the label without a token", op: update, old: obj("settlement", "34"), new: obj("", ""), lock: ready(34, "b"), want: ReasonMissingToken},
+		{name: "remove the label below the object's token", op: update, old: obj("settlement", "35"), new: obj("", "34"),
+			lock: ready(34, "b"), want: ReasonStaleObjectToken, inMessage: "already written with token 35"},
 		// DELETE: the stored token must still be current
 		{name: "delete by the current epoch", op: del, old: obj("settlement", "34"), lock: ready(34, "b"), want: ReasonCurrent},
 		{name: "delete of an object written before the lock moved on", op: del, old: obj("settlement", "33"), lock: ready(34, "b"), needNS: true},
-		{name: "stale delete refused", op: del, old: obj("settlement", "33"), lock: ready(34, "b"), nsTerm: new(false), want: ReasonStaleToken},
+		{name: "stale delete refused", op: del, old: obj("settlement", "33"), lock: ready(34, "b"), nsTerm: new(false), want: ReasonStaleToken,
+			inMessage: "stamp the object with the current token (a fenced update, as the lock's holder), then delete it"},
 		{name: "delete without a recorded token refused", op: del, old: obj("settlement", ""), lock: ready(34, "b"), nsTerm: new(false),
 			want: ReasonMissingToken, inMessage: "then delete it"},
 		{name: "delete during namespace termination", op: del, old: obj("settlement", "33"), lock: ready(34, "b"), nsTerm: new(true),
 			want: ReasonNamespaceTerminating},
 		{name: "delete with the lock gone stays refused", op: del, old: obj("settlement", "33"), lock: Lock{Key: "default/settlement"},
-			want: ReasonLockNotFound},
+			nsTerm: new(false), want: ReasonLockNotFound},
+		{name: "delete with the lock gone in a terminating namespace", op: del, old: obj("settlement", "33"),
+			lock: Lock{Key: "default/settlement"}, nsTerm: new(true), want: ReasonNamespaceTerminating},
+		{name: "delete with the lease not ready in a terminating namespace", op: del, old: obj("settlement", "33"),
+			lock: Lock{Key: "default/settlement", Found: true}, nsTerm: new(true), want: ReasonNamespaceTerminating},
+		{name: "delete refused by holder binding in a terminating namespace", op: del, old: obj("settlement", "34"),
+			lock: bound(ready(34, "alice2")), user: authenticationv1.UserInfo{Username: "mallory"}, nsTerm: new(true),
+			want: ReasonNamespaceTerminating},
+		{name: "finalizer removal on an object being deleted", op: update, old: obj("settlement", "33"), new: obj("settlement", ""),
+			lock: ready(34, "b"), finalizing: true, want: ReasonFinalizing},
 		// holder binding
 		{name: "bound: pod holder writes with its own token", op: update, old: obj("settlement", "34"), new: obj("settlement", "34"),
 			lock: bound(ready(34, "pod/worker-0/uid-1")), user: sa, want: ReasonCurrent},
@@ -114,12 +151,12 @@ func TestDecide(t *testing.T) {
 		{name: "bound: user prefix is not enough without the slash", op: update, old: obj("settlement", "34"), new: obj("settlement", "34"),
 			lock: bound(ready(34, "alice2")), user: authenticationv1.UserInfo{Username: "alice"}, want: ReasonNotHolder},
 		{name: "bound: released lock refuses", op: update, old: obj("settlement", "34"), new: obj("settlement", "34"),
-			lock: bound(ready(34, "")), user: authenticationv1.UserInfo{Username: "alice"}, want: ReasonNotHolder},
+			lock: live(bound(ready(34, ""))), user: authenticationv1.UserInfo{Username: "alice"}, want: ReasonNotHeld},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			req := Request{Operation: tc.op, Object: "configmaps default/ledger", Old: tc.old, New: tc.new, User: tc.user,
-				NamespaceTerminating: tc.nsTerm}
+				NamespaceTerminating: tc.nsTerm, Finalizing: tc.finalizing}
 			d := Decide(req, tc.lock)
 			if d.NeedLive != tc.needLive || d.NeedNamespace != tc.needNS {
 				t.Fatalf("Decide = %+v; want needLive=%v needNamespace=%v", d, tc.needLive, tc.needNS)
@@ -130,7 +167,7 @@ func TestDecide(t *testing.T) {
 			if d.Reason != tc.want {
 				t.Fatalf("Decide reason = %s (%s); want %s", d.Reason, d.Message, tc.want)
 			}
-			if d.Allowed != (tc.want == ReasonCurrent || tc.want == ReasonNamespaceTerminating) {
+			if d.Allowed != (tc.want == ReasonCurrent || tc.want == ReasonNamespaceTerminating || tc.want == ReasonFinalizing) {
 				t.Fatalf("Decide allowed = %v for reason %s", d.Allowed, d.Reason)
 			}
 			if !d.Allowed && !strings.Contains(d.Message, tc.inMessage) {
@@ -154,12 +191,18 @@ func TestTarget(t *testing.T) {
 		{"moved to another lock", obj("a", "1"), obj("b", "1"), "", ReasonRelabel},
 		{"empty label value", nil, obj("", ""), "", ReasonUnfenced},
 		{"label value that is no lock name", nil, obj("Not_A_Lock", "1"), "", ReasonInvalidLabel},
+		{"scale of a fenced object", obj("settlement", "1"), obj("settlement", "1"), "", ReasonSubresource},
+		{"scale of an unfenced object", obj("", ""), obj("", ""), "", ReasonUnfenced},
 	}
 	cases[5].new.Labels[locksv1alpha1.FencedByLabel] = ""
 	cases[5].want = ReasonInvalidLabel
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			name, d := Target(Request{Object: "configmaps default/ledger", Old: tc.old, New: tc.new})
+			req := Request{Object: "configmaps default/ledger", Old: tc.old, New: tc.new}
+			if strings.HasPrefix(tc.name, "scale") {
+				req.Subresource = "scale"
+			}
+			name, d := Target(req)
 			if tc.want == "" {
 				if d != nil || name != tc.wantLock {
 					t.Fatalf("Target = %q, %+v; want lock %q", name, d, tc.wantLock)

@@ -7,15 +7,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
+	"slices"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/clock"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -27,9 +28,10 @@ import (
 // FencePath is where the fence is served.
 const FencePath = "/fence"
 
-// The fence matches every namespaced resource (not subresources: a status write carries no
-// annotations) but only objects labelled fencedlock.io/fenced-by, so unrelated writes never reach it.
-// +kubebuilder:webhook:path=/fence,mutating=false,failurePolicy=fail,sideEffects=None,groups=*,resources=*,verbs=create;update;delete,versions=*,name=fence.locks.fencedlock.io,admissionReviewVersions=v1,timeoutSeconds=5,matchPolicy=Equivalent,patch=`{"objectSelector":{"matchExpressions":[{"key":"fencedlock.io/fenced-by","operator":"Exists"}]}}`
+// The fence matches every namespaced resource, and the subresources whose request object is the
+// object itself, but only objects labelled fencedlock.io/fenced-by, so unrelated writes never reach
+// it. Status writes stay unfenced: they cannot change what a holder wrote (docs/design.md).
+// +kubebuilder:webhook:path=/fence,mutating=false,failurePolicy=fail,sideEffects=None,groups=*,resources=*;pods/ephemeralcontainers;pods/resize,verbs=create;update;delete,versions=*,name=fence.locks.fencedlock.io,admissionReviewVersions=v1,timeoutSeconds=5,matchPolicy=Equivalent,patch=`{"objectSelector":{"matchExpressions":[{"key":"fencedlock.io/fenced-by","operator":"Exists"}]}}`
 
 // +kubebuilder:rbac:groups=locks.fencedlock.io,resources=fencedlocks,verbs=get;list;watch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch
@@ -44,31 +46,11 @@ type Fence struct {
 	// namespace phase before refusing a DELETE.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
+	// Metadata reads the object behind a parent subresource write (see parentRequest).
+	Metadata metadata.Interface
 }
 
 var _ admission.Handler = &Fence{}
-
-// SetupWithManager registers all of fencedlock's webhooks on the manager's webhook server.
-func SetupWithManager(mgr ctrl.Manager, clk clock.PassiveClock) error {
-	if err := SetupFenceWithManager(mgr); err != nil {
-		return err
-	}
-	return SetupPodGateWithManager(mgr, clk)
-}
-
-// SetupFenceWithManager registers the fence on the manager's webhook server.
-func SetupFenceWithManager(mgr ctrl.Manager) error {
-	f := &Fence{Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("fencedlock-fence")}
-	// Informers start on every replica, not only the leader, so the fence never reads cold.
-	ctx := context.Background()
-	for _, obj := range []client.Object{&locksv1alpha1.FencedLock{}, &coordinationv1.Lease{}} {
-		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
-			return fmt.Errorf("starting informer for the fence: %w", err)
-		}
-	}
-	mgr.GetWebhookServer().Register(FencePath, &admission.Webhook{Handler: f})
-	return nil
-}
 
 // Handle implements admission.Handler.
 func (f *Fence) Handle(ctx context.Context, ar admission.Request) admission.Response {
@@ -76,30 +58,14 @@ func (f *Fence) Handle(ctx context.Context, ar admission.Request) admission.Resp
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	name, final := Target(req)
-	var lk Lock
-	d := Decision{}
-	if final != nil {
-		d = *final
-	} else {
-		lk, err = f.lock(ctx, ar.Namespace, name, false)
-		if err != nil {
+	if parentSubresources[ar.SubResource] {
+		if req, err = f.parentRequest(ctx, ar, req); err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
-		for d = Decide(req, lk); d.NeedLive || d.NeedNamespace; d = Decide(req, lk) {
-			if d.NeedLive {
-				fenceLiveReads.WithLabelValues("confirm").Inc()
-				if lk, err = f.lock(ctx, ar.Namespace, name, true); err != nil {
-					return admission.Errored(http.StatusInternalServerError, err)
-				}
-			}
-			if d.NeedNamespace {
-				fenceLiveReads.WithLabelValues("namespace").Inc()
-				if req.NamespaceTerminating, err = f.terminating(ctx, ar.Namespace); err != nil {
-					return admission.Errored(http.StatusInternalServerError, err)
-				}
-			}
-		}
+	}
+	d, lk, err := f.decide(ctx, ar.Namespace, req)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	fenceDecisions.WithLabelValues(decisionLabel(d), d.Reason).Inc()
 	if d.Allowed {
@@ -108,12 +74,47 @@ func (f *Fence) Handle(ctx context.Context, ar admission.Request) admission.Resp
 	logf.FromContext(ctx).Info("Denied fenced write", "object", req.Object, "operation", req.Operation,
 		"user", req.User.Username, "reason", d.Reason)
 	if lk.Found {
-		fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ar.Namespace, Name: name}}
+		fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ar.Namespace, Name: lockName(lk.Key)}}
 		fl.SetGroupVersionKind(locksv1alpha1.GroupVersion.WithKind("FencedLock"))
 		f.Recorder.Eventf(fl, nil, corev1.EventTypeWarning, d.Reason, "DenyWrite", "Denied %s by %s: %s",
 			req.Operation, req.User.Username, d.Message)
 	}
 	return admission.Denied(d.Message)
+}
+
+// decide gathers the facts Target and Decide ask for until they decide.
+func (f *Fence) decide(ctx context.Context, namespace string, req Request) (Decision, Lock, error) {
+	name, final := Target(req)
+	var lk Lock
+	var err error
+	if final == nil {
+		if lk, err = f.lock(ctx, namespace, name, false); err != nil {
+			return Decision{}, lk, err
+		}
+	}
+	for {
+		d := Decision{}
+		if final != nil {
+			d = denyDelete(req, *final)
+		} else {
+			d = Decide(req, lk)
+		}
+		if !d.NeedLive && !d.NeedNamespace {
+			return d, lk, nil
+		}
+		if d.NeedLive {
+			fenceLiveReads.WithLabelValues("confirm").Inc()
+			if lk, err = f.lock(ctx, namespace, name, true); err != nil {
+				return d, lk, err
+			}
+		}
+		if d.NeedNamespace {
+			fenceLiveReads.WithLabelValues("namespace").Inc()
+			if req.NamespaceTerminating, err = f.terminating(ctx, namespace); err != nil {
+				return d, lk, err
+			}
+		}
+	}
 }
 
 // lock gathers what the fence knows of lock namespace/name: from the cache, or live (a quorum
@@ -147,6 +148,12 @@ func (f *Fence) lock(ctx context.Context, namespace, name string, live bool) (Lo
 	if err != nil {
 		return lk, nil // an unreadable token: LeaseFound stays false, so the fence refuses
 	}
+	if !metav1.IsControlledBy(&l, &fl) {
+		// A Lease of the lock's name that this FencedLock does not own (a predecessor's, or
+		// anyone's) issues no tokens for it; the controller reports LeaseConflict or adopts it.
+		lk.LeaseForeign = true
+		return lk, nil
+	}
 	lk.Lease, lk.LeaseFound = st, true
 	return lk, nil
 }
@@ -165,9 +172,13 @@ func (f *Fence) terminating(ctx context.Context, namespace string) (*bool, error
 // requestOf extracts the fence's view of an admission request: metadata only.
 func requestOf(ar admission.Request) (Request, error) {
 	req := Request{
-		Operation: ar.Operation,
-		Object:    fmt.Sprintf("%s %s/%s", ar.Resource.Resource, ar.Namespace, ar.Name),
-		User:      ar.UserInfo,
+		Operation:   ar.Operation,
+		Object:      fmt.Sprintf("%s %s/%s", ar.Resource.Resource, ar.Namespace, ar.Name),
+		Subresource: ar.SubResource,
+		User:        ar.UserInfo,
+	}
+	if parentSubresources[ar.SubResource] {
+		return req, nil // the request object is not the object written: see parentRequest
 	}
 	var err error
 	if req.Old, err = metaOf(ar.OldObject.Raw); err != nil {
@@ -184,7 +195,55 @@ func requestOf(ar admission.Request) (Request, error) {
 			req.Object = fmt.Sprintf("%s %s/%s*", ar.Resource.Resource, ar.Namespace, req.New.GenerateName)
 		}
 	}
+	if ar.Operation == admissionv1.Update && req.Old != nil && req.Old.DeletionTimestamp != nil {
+		if req.Finalizing, err = onlyFinalizersRemoved(ar.OldObject.Raw, ar.Object.Raw); err != nil {
+			return req, err
+		}
+	}
 	return req, nil
+}
+
+// onlyFinalizersRemoved reports whether the write from oldRaw to newRaw removes finalizers and
+// changes nothing else but bookkeeping (resourceVersion, managedFields, the token record).
+func onlyFinalizersRemoved(oldRaw, newRaw []byte) (bool, error) {
+	var o, n map[string]any
+	if err := json.Unmarshal(oldRaw, &o); err != nil {
+		return false, fmt.Errorf("decoding oldObject: %w", err)
+	}
+	if err := json.Unmarshal(newRaw, &n); err != nil {
+		return false, fmt.Errorf("decoding object: %w", err)
+	}
+	of, nf := stripBookkeeping(o), stripBookkeeping(n)
+	if len(nf) >= len(of) || !reflect.DeepEqual(o, n) {
+		return false, nil
+	}
+	for _, f := range nf {
+		if !slices.Contains(of, f) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// stripBookkeeping removes from obj what a finalizer-removing write may change, and returns its
+// finalizers.
+func stripBookkeeping(obj map[string]any) []any {
+	meta, _ := obj["metadata"].(map[string]any)
+	if meta == nil {
+		return nil
+	}
+	finalizers, _ := meta["finalizers"].([]any)
+	for _, k := range []string{"finalizers", "resourceVersion", "managedFields", "generation"} {
+		delete(meta, k)
+	}
+	if ann, ok := meta["annotations"].(map[string]any); ok {
+		delete(ann, locksv1alpha1.RecordedTokenAnnotation)
+		delete(ann, locksv1alpha1.TokenAnnotation)
+		if len(ann) == 0 {
+			delete(meta, "annotations")
+		}
+	}
+	return finalizers
 }
 
 func metaOf(raw []byte) (*metav1.ObjectMeta, error) {

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
@@ -30,14 +29,6 @@ type PodGate struct {
 }
 
 var _ admission.Defaulter[*corev1.Pod] = &PodGate{}
-
-// SetupPodGateWithManager registers the pod gate on the manager's webhook server.
-func SetupPodGateWithManager(mgr ctrl.Manager, clk clock.PassiveClock) error {
-	return ctrl.NewWebhookManagedBy(mgr, &corev1.Pod{}).
-		WithDefaulter(&PodGate{Clock: clk}).
-		WithDefaulterCustomPath(PodGatePath).
-		Complete()
-}
 
 // Default implements admission.Defaulter.
 func (g *PodGate) Default(_ context.Context, pod *corev1.Pod) error {

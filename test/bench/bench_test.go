@@ -60,7 +60,7 @@ func TestBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := env.Start()
+	cfg, err := util.StartEnvironment(env)
 	if err != nil {
 		t.Fatal(err)
 	}

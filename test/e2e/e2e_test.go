@@ -181,7 +181,7 @@ var _ = Describe("Jobs and pods as lock holders on a real node", func() {
 		cm := ledger(ns)
 		last := grants[len(grants)-1]
 		Expect(cm.Data["writer"]).To(Equal(last.pod))
-		Expect(cm.Annotations[locksv1alpha1.TokenAnnotation]).To(Equal(strconv.FormatUint(last.token, 10)))
+		Expect(cm.Annotations[locksv1alpha1.RecordedTokenAnnotation]).To(Equal(strconv.FormatUint(last.token, 10)))
 	})
 
 	It("hands the lock over when the holder pod is killed mid-hold", func() {

@@ -12,6 +12,7 @@ import (
 	"github.com/onsi/gomega/gexec"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
@@ -120,7 +121,16 @@ var _ = Describe("The fence", func() {
 		sb.SetLabels(map[string]string{locksv1alpha1.FencedByLabel: "settlement"})
 		sb.SetAnnotations(map[string]string{locksv1alpha1.TokenAnnotation: b.String()})
 		Expect(unstructured.SetNestedField(sb.Object, "open", "spec", "state")).To(Succeed())
-		Expect(k8sClient.Create(ctx, sb)).To(Succeed())
+		// The API server's token-record policy learns a new CRD's schema within ~5 s (OpenAPI
+		// polling) and answers 503 until then: a retryable refusal, as clients treat 503.
+		Eventually(func() error {
+			err := k8sClient.Create(ctx, sb.DeepCopy())
+			if err != nil && !apierrors.IsServiceUnavailable(err) {
+				StopTrying("refused for good").Wrap(err).Now()
+			}
+			return err
+		}, 15*time.Second, 200*time.Millisecond).Should(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sb), sb)).To(Succeed())
 
 		stale := sb.DeepCopy()
 		stale.SetAnnotations(map[string]string{locksv1alpha1.TokenAnnotation: a.String()})
@@ -140,7 +150,7 @@ var _ = Describe("The fence", func() {
 		deniedWith(writeCM(ns, "ledger", "-1", "x"), "malformed fencing token")
 		noToken := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bare",
 			Labels: map[string]string{locksv1alpha1.FencedByLabel: "settlement"}}}
-		deniedWith(k8sClient.Create(ctx, noToken), "must carry annotation fencedlock.io/token")
+		deniedWith(k8sClient.Create(ctx, noToken), "must present annotation fencedlock.io/token")
 		Expect(balance(ns)).To(Equal("100"))
 	})
 
@@ -175,7 +185,7 @@ var _ = Describe("The fence", func() {
 		Expect(err).NotTo(HaveOccurred())
 
 		By("worker b lost the lock: it cannot delete what it wrote")
-		deniedWith(k8sClient.Delete(ctx, fencedConfigMap(ns, "old", "settlement", b, "")), "stale fencing token "+b.String())
+		deniedWith(k8sClient.Delete(ctx, fencedConfigMap(ns, "old", "settlement", b, "")), "was last written with token "+b.String())
 
 		By("worker c stamps the object with its token, then deletes it with a resourceVersion precondition")
 		Expect(writeCM(ns, "old", c.Token.String(), "closed")).To(Succeed())
@@ -306,7 +316,7 @@ var _ = Describe("The paused holder, with two OS processes", func() {
 		Expect(string(procB.Out.Contents())).To(ContainSubstring("write accepted"))
 		cm := &corev1.ConfigMap{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ledger"}, cm)).To(Succeed())
-		tokB := cm.Annotations[locksv1alpha1.TokenAnnotation]
+		tokB := cm.Annotations[locksv1alpha1.RecordedTokenAnnotation]
 		Expect(cm.Data["writer"]).To(Equal("worker-b"))
 
 		By("worker A resumes and writes with its old token: refused")
@@ -319,7 +329,7 @@ var _ = Describe("The paused holder, with two OS processes", func() {
 
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ledger"}, cm)).To(Succeed())
 		Expect(cm.Data["entry"]).To(Equal("balance by worker-b"))
-		Expect(cm.Annotations[locksv1alpha1.TokenAnnotation]).To(Equal(tokB))
+		Expect(cm.Annotations[locksv1alpha1.RecordedTokenAnnotation]).To(Equal(tokB))
 	})
 })
 

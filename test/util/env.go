@@ -164,6 +164,19 @@ func WriteKubeconfig(env *envtest.Environment, cfg *rest.Config, user, dir strin
 	return path, os.WriteFile(path, kc, 0o600)
 }
 
+// StartEnvironment starts env and installs fencedlock's admission policies, as the install does.
+func StartEnvironment(env *envtest.Environment) (*rest.Config, error) {
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, err
+	}
+	if err := InstallPolicies(context.Background(), cfg); err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	return cfg, nil
+}
+
 // Started is a running envtest control plane with clients for it.
 type Started struct {
 	Env       *envtest.Environment
@@ -179,7 +192,7 @@ func Start(extraCRDDirs ...string) (*Started, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := env.Start()
+	cfg, err := StartEnvironment(env)
 	if err != nil {
 		return nil, err
 	}

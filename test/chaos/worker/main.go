@@ -198,7 +198,7 @@ func (w *worker) writeAndRead(tok token.Token) {
 		}
 		return
 	}
-	rt, _ := token.Parse(cm.Annotations[locksv1alpha1.TokenAnnotation])
+	rt, _ := token.Parse(cm.Annotations[locksv1alpha1.RecordedTokenAnnotation])
 	w.record(lincheck.Op{Kind: lincheck.Read, Object: "configmaps/" + w.ns + "/" + w.cm, Value: cm.Data["v"],
 		ReadToken: uint64(rt), Outcome: lincheck.OK, Call: call, Return: ret})
 }

@@ -1,0 +1,300 @@
+package integration
+
+import (
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/token"
+)
+
+// An adversary with ordinary RBAC: edit rights on ConfigMaps, pods, Deployments (and their scale),
+// evictions and Leases in one namespace, nothing on fencedlock's API.
+func ordinaryUser(ns, name string) (client.Client, *kubernetes.Clientset) {
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps", "pods", "pods/eviction"}, Verbs: []string{"*"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "deployments/scale", "deployments/status"}, Verbs: []string{"*"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"*"}},
+	}}
+	ExpectWithOffset(1, k8sClient.Create(ctx, role)).To(Succeed())
+	ExpectWithOffset(1, k8sClient.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: name}}})).To(Succeed())
+	c := rest.CopyConfig(cfg)
+	c.Impersonate = rest.ImpersonationConfig{UserName: name}
+	cl, err := client.New(c, client.Options{Scheme: k8sClient.Scheme()})
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	cs, err := kubernetes.NewForConfig(c)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return cl, cs
+}
+
+func mergePatch(format string, args ...any) client.Patch {
+	return client.RawPatch(types.MergePatchType, fmt.Appendf(nil, format, args...))
+}
+
+// policyDenied expects a refusal by one of config/policy's admission policies.
+func policyDenied(err error, policy, want string) {
+	ExpectWithOffset(1, err).To(HaveOccurred())
+	ExpectWithOffset(1, err.Error()).To(ContainSubstring(fmt.Sprintf("ValidatingAdmissionPolicy '%s'", policy)))
+	ExpectWithOffset(1, err.Error()).To(ContainSubstring(want))
+}
+
+var _ = Describe("No way around the fence", func() {
+	var (
+		ns string
+		b  token.Token // current token of lock "settlement", held by worker-b
+	)
+	BeforeEach(func() {
+		ns = newNamespace()
+		newLock(ns, "settlement", 15)
+		gb, err := locker(ns, "settlement", "worker-b").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		b = gb.Token
+	})
+
+	It("judges a write only by the token it presents: nothing is inherited from the stored object", func() {
+		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
+		cm := &corev1.ConfigMap{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ledger"}, cm)).To(Succeed())
+		Expect(cm.Annotations).NotTo(HaveKey(locksv1alpha1.TokenAnnotation), "a stored object carries no presentable token")
+		Expect(cm.Annotations).To(HaveKeyWithValue(locksv1alpha1.RecordedTokenAnnotation, b.String()))
+
+		By("kubectl patch cm ledger --type merge -p '{\"data\":{\"balance\":\"777\"}}'")
+		deniedWith(k8sClient.Patch(ctx, cm.DeepCopy(), mergePatch(`{"data":{"balance":"777"}}`)), "must present annotation fencedlock.io/token")
+		By("a read-modify-write of the stored object")
+		rmw := cm.DeepCopy()
+		rmw.Data["balance"] = "778"
+		deniedWith(k8sClient.Update(ctx, rmw), "must present annotation fencedlock.io/token")
+		By("copying the record instead of presenting a token")
+		deniedWith(k8sClient.Patch(ctx, cm.DeepCopy(), mergePatch(`{"metadata":{"annotations":{%q:%q}},"data":{"balance":"779"}}`,
+			locksv1alpha1.RecordedTokenAnnotation, b)), "must present annotation fencedlock.io/token")
+		Expect(balance(ns)).To(Equal("100"))
+
+		By("the holder presents its token on every write")
+		Expect(writeCM(ns, "ledger", b.String(), "101")).To(Succeed())
+		Expect(balance(ns)).To(Equal("101"))
+	})
+
+	It("admits a token only while the lock is held with it: released and revoked tokens are refused", func() {
+		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
+		g, err := locker(ns, "settlement", "worker-b").Attach(ctx, b)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(g.Release(ctx)).To(Succeed())
+		deniedWith(writeCM(ns, "ledger", b.String(), "stale"), "is no longer held (released by its holder)")
+		deniedWith(k8sClient.Delete(ctx, fencedConfigMap(ns, "ledger", "settlement", b, "")), "stamp the object with the current token")
+
+		newLock(ns, "short", 1)
+		gs, err := locker(ns, "short", "sleeper").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "short-cm", "short", gs.Token, "1"))).To(Succeed())
+		Eventually(func() string {
+			return getLease(ns, "short").Annotations[locksv1alpha1.RevokedTokenAnnotation]
+		}, 10*time.Second, 50*time.Millisecond).Should(Equal(gs.Token.String()), "the controller revokes the unrenewed grant")
+		patch := mergePatch(`{"metadata":{"annotations":{%q:%q}},"data":{"balance":"late"}}`, locksv1alpha1.TokenAnnotation, gs.Token)
+		deniedWith(k8sClient.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "short-cm"}}, patch),
+			"revoked by the controller because its lease expired")
+	})
+
+	It("fences writes through /scale and evictions; /status stays unfenced", func() {
+		_, cs := ordinaryUser(ns, "mallory")
+		dep := func(name, lockName string) *appsv1.Deployment {
+			labels := map[string]string{"app": name}
+			d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{}},
+				Spec: appsv1.DeploymentSpec{Replicas: new(int32(1)), Selector: &metav1.LabelSelector{MatchLabels: labels},
+					Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+						Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}}}
+			if lockName != "" {
+				d.Labels[locksv1alpha1.FencedByLabel] = lockName
+				d.Annotations = map[string]string{locksv1alpha1.TokenAnnotation: b.String()}
+			}
+			Expect(k8sClient.Create(ctx, d)).To(Succeed())
+			return d
+		}
+		dep("fenced", "settlement")
+		dep("plain", "")
+		scale := func(name string, replicas int32) error {
+			_, err := cs.AppsV1().Deployments(ns).UpdateScale(ctx, name, &autoscalingv1.Scale{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: autoscalingv1.ScaleSpec{Replicas: replicas}},
+				metav1.UpdateOptions{})
+			return err
+		}
+		err := scale("fenced", 5)
+		Expect(err).To(MatchError(ContainSubstring(`admission webhook "subresources.fence.locks.fencedlock.io" denied the request`)))
+		Expect(err).To(MatchError(ContainSubstring("/scale subresource cannot present a fencing token")))
+		got := &appsv1.Deployment{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "fenced"}, got)).To(Succeed())
+		Expect(*got.Spec.Replicas).To(Equal(int32(1)))
+		Expect(scale("plain", 2)).To(Succeed(), "unfenced objects scale as before")
+
+		By("a status write is not fenced (it cannot change what the holder wrote)")
+		got.Status.ObservedGeneration = 7
+		_, err = cs.AppsV1().Deployments(ns).UpdateStatus(ctx, got, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		By("an eviction is the DELETE it is: judged by the pod's recorded token")
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fenced-pod",
+			Labels:      map[string]string{locksv1alpha1.FencedByLabel: "settlement"},
+			Annotations: map[string]string{locksv1alpha1.TokenAnnotation: b.String()}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		g, err := locker(ns, "settlement", "worker-b").Attach(ctx, b)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(g.Release(ctx)).To(Succeed())
+		err = cs.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fenced-pod"}})
+		Expect(err).To(MatchError(ContainSubstring("is no longer held")))
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed(), "the pod is still there")
+	})
+
+	It("enforces the Lease protocol on every principal allowed to update Leases", func() {
+		mallory, _ := ordinaryUser(ns, "mallory")
+		free := func() *coordinationv1.Lease {
+			g, err := locker(ns, "settlement", "worker-b").Attach(ctx, b)
+			Expect(err).NotTo(HaveOccurred())
+			_ = g.Release(ctx)
+			return getLease(ns, "settlement")
+		}
+		l := free()
+
+		By("setting only the holder on a free Lease keeps the previous token: refused")
+		steal := l.DeepCopy()
+		steal.Spec.HolderIdentity = new("mallory")
+		policyDenied(mallory.Update(ctx, steal), "fencedlock-lease-protocol", "a grant must set annotation fencedlock.io/token to the resourceVersion")
+
+		By("a grant by the protocol is admitted, for any client")
+		grant := l.DeepCopy()
+		grant.Spec.HolderIdentity = new("mallory")
+		grant.Annotations[locksv1alpha1.TokenAnnotation] = l.ResourceVersion
+		grant.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+		Expect(mallory.Update(ctx, grant)).To(Succeed())
+
+		held := getLease(ns, "settlement")
+		for _, tc := range []struct {
+			what, want string
+			mutate     func(*coordinationv1.Lease)
+		}{
+			{"a renewal that changes the token", "only a grant (free to held) issues a new fencing token",
+				func(l *coordinationv1.Lease) { l.Annotations[locksv1alpha1.TokenAnnotation] = l.ResourceVersion }},
+			{"removing the token", "cannot be removed",
+				func(l *coordinationv1.Lease) { delete(l.Annotations, locksv1alpha1.TokenAnnotation) }},
+			{"lowering the token", "a new fencing token must be the resourceVersion",
+				func(l *coordinationv1.Lease) { l.Annotations[locksv1alpha1.TokenAnnotation] = "1" }},
+			{"handing the held lock to someone else", "changes holder only by release",
+				func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = new("eve") }},
+			{"revoking", "only the fencedlock manager revokes",
+				func(l *coordinationv1.Lease) { l.Annotations[locksv1alpha1.RevokedTokenAnnotation] = "1" }},
+			{"stretching the lease", "set by the fencedlock manager",
+				func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = new(int32(3600)) }},
+			{"removing the managed-by label", "set by the fencedlock manager",
+				func(l *coordinationv1.Lease) { delete(l.Labels, locksv1alpha1.ManagedByLabel) }},
+		} {
+			By(tc.what)
+			next := held.DeepCopy()
+			tc.mutate(next)
+			policyDenied(mallory.Update(ctx, next), "fencedlock-lease-protocol", tc.want)
+		}
+
+		By("a renewal and a release by the protocol are admitted")
+		renew := held.DeepCopy()
+		renew.Spec.RenewTime = &metav1.MicroTime{Time: time.Now().Add(time.Second)}
+		Expect(mallory.Update(ctx, renew)).To(Succeed())
+		release := renew.DeepCopy()
+		release.Spec.HolderIdentity = nil
+		Expect(mallory.Update(ctx, release)).To(Succeed())
+
+		By("pod/ identities are the controller's")
+		l = getLease(ns, "settlement")
+		podGrant := l.DeepCopy()
+		podGrant.Spec.HolderIdentity = new("pod/worker-0/0000")
+		podGrant.Annotations[locksv1alpha1.TokenAnnotation] = l.ResourceVersion
+		policyDenied(mallory.Update(ctx, podGrant), "fencedlock-lease-protocol", "reserved for pods")
+
+		By("only the manager creates fencedlock Leases")
+		policyDenied(mallory.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine",
+			Labels: map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue}}}),
+			"fencedlock-lease-protocol", "create a FencedLock instead")
+	})
+
+	It("trusts only the Lease the FencedLock owns", func() {
+		foreign := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "foreign",
+			Labels: map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue}}}
+		Expect(k8sClient.Create(ctx, foreign)).To(Succeed())
+		foreign.Annotations = map[string]string{locksv1alpha1.TokenAnnotation: foreign.ResourceVersion}
+		foreign.Spec.HolderIdentity = new("mallory")
+		Expect(k8sClient.Update(ctx, foreign)).To(Succeed())
+		fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "foreign"}}
+		Expect(k8sClient.Create(ctx, fl)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(fl), fl)).To(Succeed())
+			g.Expect(fl.Status.Conditions).To(ContainElement(HaveField("Reason", locksv1alpha1.ReasonLeaseConflict)))
+		}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+		tok, err := token.Parse(foreign.Annotations[locksv1alpha1.TokenAnnotation])
+		Expect(err).NotTo(HaveOccurred())
+		deniedWith(k8sClient.Create(ctx, fencedConfigMap(ns, "cm", "foreign", tok, "1")), "not owned by the FencedLock")
+	})
+
+	It("keeps a queued pod's gate, token and lock label the manager's", func() {
+		mallory, _ := ordinaryUser(ns, "mallory")
+		queued := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "queued",
+			Labels: map[string]string{locksv1alpha1.LockLabel: "settlement"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		Expect(mallory.Create(ctx, queued)).To(Succeed(), "worker-b holds the lock: the pod waits behind its gate")
+		Expect(queued.Spec.SchedulingGates).To(ContainElement(HaveField("Name", locksv1alpha1.SchedulingGate)))
+
+		policyDenied(mallory.Patch(ctx, queued.DeepCopy(), mergePatch(`{"metadata":{"annotations":{%q:%q}}}`,
+			locksv1alpha1.TokenAnnotation, b)), "fencedlock-pod-grant", "a token cannot be copied onto a pod")
+		policyDenied(mallory.Patch(ctx, queued.DeepCopy(), client.RawPatch(types.JSONPatchType,
+			[]byte(`[{"op":"remove","path":"/spec/schedulingGates/0"}]`))), "fencedlock-pod-grant", "wait for the grant")
+		policyDenied(mallory.Patch(ctx, queued.DeepCopy(), mergePatch(`{"metadata":{"annotations":{%q:"1970-01-01T00:00:00Z"}}}`,
+			locksv1alpha1.EnqueuedAnnotation)), "fencedlock-pod-grant", "set by the fencedlock manager")
+		policyDenied(mallory.Patch(ctx, queued.DeepCopy(), mergePatch(`{"metadata":{"labels":{%q:"other"}}}`,
+			locksv1alpha1.LockLabel)), "fencedlock-pod-grant", "cannot be added, changed or removed")
+		Expect(mallory.Patch(ctx, queued.DeepCopy(), mergePatch(`{"metadata":{"annotations":{"note":"ordinary edits pass"}}}`))).To(Succeed())
+
+		plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "plain"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		Expect(mallory.Create(ctx, plain)).To(Succeed())
+		policyDenied(mallory.Patch(ctx, plain, mergePatch(`{"metadata":{"labels":{%q:"settlement"}}}`, locksv1alpha1.LockLabel)),
+			"fencedlock-pod-grant", "set when a pod is created")
+	})
+
+	It("never keeps a namespace from deleting, nor a finalizer from being removed", func() {
+		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "stale", "settlement", b, "1"))).To(Succeed())
+		fin := fencedConfigMap(ns, "finalized", "settlement", b, "1")
+		fin.Finalizers = []string{"example.com/cleanup"}
+		Expect(k8sClient.Create(ctx, fin)).To(Succeed())
+		gone := fencedConfigMap(ns, "orphaned", "settlement", b, "1")
+		Expect(k8sClient.Create(ctx, gone)).To(Succeed())
+
+		By("outside a terminating namespace, deletion admitted, the finalizer's removal needs no token")
+		Expect(k8sClient.Delete(ctx, fin)).To(Succeed())
+		deniedWith(k8sClient.Patch(ctx, fin.DeepCopy(), mergePatch(`{"metadata":{"finalizers":null},"data":{"balance":"changed"}}`)),
+			"must present annotation")
+		Expect(k8sClient.Patch(ctx, fin.DeepCopy(), mergePatch(`{"metadata":{"finalizers":null}}`))).To(Succeed())
+
+		By("the lock goes first, then the namespace: every fenced object still deletes")
+		g, err := locker(ns, "settlement", "worker-b").Attach(ctx, b)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(g.Release(ctx)).To(Succeed())
+		Expect(k8sClient.Delete(ctx, &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settlement"}})).To(Succeed())
+		deniedWith(k8sClient.Delete(ctx, gone), "which does not exist")
+		Expect(k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		Eventually(func() error { return k8sClient.Delete(ctx, gone) }, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+		Expect(k8sClient.Delete(ctx, fencedConfigMap(ns, "stale", "settlement", b, ""))).To(Succeed())
+	})
+})

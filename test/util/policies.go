@@ -1,0 +1,104 @@
+package util
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+)
+
+// InstallPolicies creates the admission policies of config/policy (the token record, the Lease
+// protocol, the pod grant rules) as the install does, and waits until the API server enforces them.
+func InstallPolicies(ctx context.Context, cfg *rest.Config) error {
+	cl, err := client.New(cfg, client.Options{Scheme: Scheme()})
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(RepoRoot(), "config", "policy")
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if strings.HasPrefix(filepath.Base(f), "kustom") {
+			continue
+		}
+		if err := createAll(ctx, cl, f); err != nil {
+			return err
+		}
+	}
+	return waitEnforced(ctx, cl)
+}
+
+const namePrefix = "fencedlock-"
+
+func createAll(ctx context.Context, cl client.Client, file string) error {
+	fh, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = fh.Close() }()
+	dec := utilyaml.NewYAMLOrJSONDecoder(fh, 4096)
+	for {
+		var obj unstructured.Unstructured
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		if len(obj.Object) == 0 {
+			continue
+		}
+		// As config/default's namePrefix names them, so refusals read as they do on a cluster.
+		obj.SetName(namePrefix + obj.GetName())
+		if p, ok, _ := unstructured.NestedString(obj.Object, "spec", "policyName"); ok {
+			if err := unstructured.SetNestedField(obj.Object, namePrefix+p, "spec", "policyName"); err != nil {
+				return err
+			}
+		}
+		if err := cl.Create(ctx, &obj); client.IgnoreAlreadyExists(err) != nil {
+			return fmt.Errorf("%s: creating %s %s: %w", file, obj.GetKind(), obj.GetName(), err)
+		}
+	}
+}
+
+// waitEnforced probes the Lease protocol, which binds every principal: removing the token of a
+// managed Lease is refused once the policies are loaded (they load asynchronously, within a second).
+func waitEnforced(ctx context.Context, cl client.Client) error {
+	probe := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "fencedlock-policy-probe",
+		Labels: map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue}}}
+	if err := cl.Create(ctx, probe); err != nil {
+		return fmt.Errorf("creating the policy probe: %w", err)
+	}
+	defer func() { _ = cl.Delete(context.Background(), probe) }()
+	probe.Annotations = map[string]string{locksv1alpha1.TokenAnnotation: probe.ResourceVersion}
+	if err := cl.Update(ctx, probe); err != nil {
+		return fmt.Errorf("stamping the policy probe: %w", err)
+	}
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		p := probe.DeepCopy()
+		p.Annotations = nil
+		last = cl.Update(ctx, p, client.DryRunAll)
+		return apierrors.IsInvalid(last) || apierrors.IsForbidden(last), nil
+	})
+	if err != nil {
+		return fmt.Errorf("admission policies of config/policy not enforced after 30s (last probe: %v): %w", last, err)
+	}
+	return nil
+}

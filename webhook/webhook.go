@@ -1,0 +1,51 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+)
+
+// SetupWithManager registers all of fencedlock's webhooks on the manager's webhook server.
+func SetupWithManager(mgr ctrl.Manager, clk clock.PassiveClock) error {
+	if err := SetupFenceWithManager(mgr); err != nil {
+		return err
+	}
+	return SetupPodGateWithManager(mgr, clk)
+}
+
+// SetupFenceWithManager registers the fence on the manager's webhook server.
+func SetupFenceWithManager(mgr ctrl.Manager) error {
+	md, err := metadata.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("creating the fence's metadata client: %w", err)
+	}
+	f := &Fence{Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("fencedlock-fence"),
+		Metadata: md}
+	// Informers start on every replica, not only the leader, so the fence never reads cold.
+	ctx := context.Background()
+	for _, obj := range []client.Object{&locksv1alpha1.FencedLock{}, &coordinationv1.Lease{}} {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+			return fmt.Errorf("starting informer for the fence: %w", err)
+		}
+	}
+	mgr.GetWebhookServer().Register(FencePath, &admission.Webhook{Handler: f})
+	return nil
+}
+
+// SetupPodGateWithManager registers the pod gate on the manager's webhook server.
+func SetupPodGateWithManager(mgr ctrl.Manager, clk clock.PassiveClock) error {
+	return ctrl.NewWebhookManagedBy(mgr, &corev1.Pod{}).
+		WithDefaulter(&PodGate{Clock: clk}).
+		WithDefaulterCustomPath(PodGatePath).
+		Complete()
+}
