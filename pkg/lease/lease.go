@@ -187,12 +187,18 @@ func CheckHolder(l *coordinationv1.Lease, holder string, tok token.Token) error 
 	return nil
 }
 
-// Renew records a renewal by holder; the token never changes.
+// Renew records a renewal by holder; the token never changes. A renewal is a change of
+// spec.renewTime: the controller times expiry from when it observes that value change, so when now
+// would store the value already there (a frozen or coarse clock, or the same microsecond), the
+// stored value is moved on by a microsecond.
 func Renew(l *coordinationv1.Lease, holder string, tok token.Token, now time.Time) error {
 	if err := CheckHolder(l, holder, tok); err != nil {
 		return err
 	}
-	t := metav1.NewMicroTime(now)
+	t := metav1.NewMicroTime(now.Truncate(time.Microsecond))
+	if prev := l.Spec.RenewTime; prev != nil && prev.Truncate(time.Microsecond).Equal(t.Time) {
+		t = metav1.NewMicroTime(t.Add(time.Microsecond))
+	}
 	l.Spec.RenewTime = &t
 	return nil
 }

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -155,5 +156,36 @@ func TestLostErrorSaysWhy(t *testing.T) {
 	err = Renew(mk("120", "b", "115"), "a", 105, now)
 	if !errors.As(err, &lost) || lost.NowToken != 115 || lost.Revoked {
 		t.Fatalf("err = %v; want superseded LostError", err)
+	}
+}
+
+// A renewal is a change of spec.renewTime as stored (microseconds): the controller times expiry
+// from when it sees that value change, so a renewal from a frozen or coarse clock, or one within
+// the same microsecond, must still write a new value.
+func TestRenewAlwaysChangesTheStoredRenewTime(t *testing.T) {
+	stored := func(l *coordinationv1.Lease) *coordinationv1.Lease {
+		b, err := json.Marshal(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := &coordinationv1.Lease{}
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for _, at := range []time.Time{now, now.Add(300 * time.Nanosecond), now.Add(-time.Second)} {
+		l := mk("110", "", "105")
+		if _, err := Grant(l, "a", now); err != nil {
+			t.Fatal(err)
+		}
+		l = stored(l)
+		before := l.Spec.RenewTime.DeepCopy()
+		if err := Renew(l, "a", 110, at); err != nil {
+			t.Fatal(err)
+		}
+		if after := stored(l).Spec.RenewTime; after.Equal(before) {
+			t.Errorf("renewal at %s left renewTime at %s: it renews nothing", at.Format(time.RFC3339Nano), after.Format(time.RFC3339Nano))
+		}
 	}
 }
