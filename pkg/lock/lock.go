@@ -13,7 +13,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,12 +24,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/token"
 )
@@ -34,6 +40,40 @@ import (
 // ErrNoLease means the lock's Lease does not exist (yet): the FencedLock is missing or the
 // fencedlock manager has not created its Lease.
 var ErrNoLease = errors.New("lock has no Lease: create the FencedLock and make sure the fencedlock manager is running")
+
+// ErrInvalidIdentity is matched (errors.Is) by the error of a Locker built with a holder identity
+// it refuses; see ValidateIdentity.
+var ErrInvalidIdentity = errors.New("invalid holder identity")
+
+// maxIdentityLen is the longest identity the FencedLock status (holder, waiters) can mirror; the
+// controller could not write the status of a lock held under a longer one.
+const maxIdentityLen = 253
+
+type identityError struct{ msg string }
+
+func (e *identityError) Error() string        { return e.msg }
+func (e *identityError) Is(target error) bool { return target == ErrInvalidIdentity }
+
+// ValidateIdentity returns an error matching ErrInvalidIdentity unless id may be used as a holder
+// identity: not empty, at most 253 bytes, and not starting with "pod/", which is reserved for the
+// grants the controller makes to queued pods (it releases such a grant at once when no such pod
+// exists, and the API server refuses it from anyone but the manager).
+func ValidateIdentity(id string) error {
+	switch {
+	case id == "":
+		return &identityError{"holder identity must not be empty"}
+	case strings.HasPrefix(id, locksv1alpha1.PodHolderPrefix):
+		return &identityError{fmt.Sprintf("identity %q is reserved for pods queued by the controller; choose another identity", id)}
+	case len(id) > maxIdentityLen:
+		return &identityError{fmt.Sprintf("identity %.40q... is %d bytes long; at most %d are allowed", id, len(id), maxIdentityLen)}
+	}
+	return nil
+}
+
+// minLeaseDuration is the shortest lease a FencedLock allows (spec.leaseDurationSeconds >= 1). A
+// Lease that carries no duration (the controller restores it from the FencedLock) is renewed as
+// if it were this short: renewing too often costs writes, renewing too late costs the grant.
+const minLeaseDuration = time.Second
 
 // Locker acquires one FencedLock under one holder identity.
 type Locker struct {
@@ -44,6 +84,8 @@ type Locker struct {
 	identity  string
 	clock     clock.WithTicker
 	onWait    func(lease.State)
+	// err is the configuration error every call fails with, before any API call.
+	err error
 
 	// last is the latest Lease this Locker wrote or read. A Locker that just released can grant
 	// itself again from it with a single write; a stale copy only costs a conflict.
@@ -59,7 +101,7 @@ func (l *Locker) remember(le *coordinationv1.Lease) {
 
 // tryLast tries to grant from the remembered Lease if it shows the lock free. It returns nil, nil
 // when there is nothing to try or the copy was stale.
-func (l *Locker) tryLast(ctx context.Context) (*Grant, error) {
+func (l *Locker) tryLast(ctx context.Context, a *acquisition) (*Grant, error) {
 	l.mu.Lock()
 	cur := l.last
 	l.mu.Unlock()
@@ -69,18 +111,15 @@ func (l *Locker) tryLast(ctx context.Context) (*Grant, error) {
 	if st, err := lease.Read(cur); err != nil || st.Held() || !st.Initialized() {
 		return nil, nil
 	}
-	g, err := l.grant(ctx, cur)
-	if apierrors.IsConflict(err) {
-		return nil, nil
-	}
-	return g, err
+	return l.attempt(ctx, a, cur)
 }
 
 // Option configures a Locker.
 type Option func(*Locker)
 
 // WithIdentity sets the holder identity (default: hostname, pid and a random suffix). Two
-// processes must never share one.
+// processes must never share one. An identity ValidateIdentity refuses makes every call of the
+// Locker fail with that error.
 func WithIdentity(id string) Option { return func(l *Locker) { l.identity = id } }
 
 // WithClock sets the clock used for lease timestamps and renewal timing.
@@ -90,30 +129,41 @@ func WithClock(c clock.WithTicker) Option { return func(l *Locker) { l.clock = c
 // (or not yet initialized), e.g. to show progress.
 func WithWaitCallback(f func(lease.State)) Option { return func(l *Locker) { l.onWait = f } }
 
-// New returns a Locker for FencedLock namespace/name.
+// New returns a Locker for FencedLock namespace/name. If the options are invalid (see
+// ValidateIdentity), Err reports why, and every call of the Locker fails with that error without
+// calling the API server.
 func New(leases coordinationv1client.LeasesGetter, namespace, name string, opts ...Option) *Locker {
-	l := &Locker{
-		leases:    leases.Leases(namespace),
-		writer:    lease.TypedWriter{Leases: leases},
-		namespace: namespace,
-		name:      name,
-		identity:  defaultIdentity(),
-		clock:     clock.RealClock{},
-	}
+	l := configure(namespace, name, opts)
+	l.leases, l.writer = leases.Leases(namespace), lease.TypedWriter{Leases: leases}
+	return l
+}
+
+// configure applies and validates the options.
+func configure(namespace, name string, opts []Option) *Locker {
+	l := &Locker{namespace: namespace, name: name, identity: defaultIdentity(), clock: clock.RealClock{}}
 	for _, o := range opts {
 		o(l)
+	}
+	if err := ValidateIdentity(l.identity); err != nil {
+		l.err = fmt.Errorf("lock %s: %w", l.key(), err)
 	}
 	return l
 }
 
-// NewForConfig returns a Locker talking to the API server of cfg.
+// NewForConfig returns a Locker talking to the API server of cfg, or the error of invalid options.
 func NewForConfig(cfg *rest.Config, namespace, name string, opts ...Option) (*Locker, error) {
+	if l := configure(namespace, name, opts); l.err != nil {
+		return nil, l.err
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating client: %w", err)
 	}
 	return New(cs.CoordinationV1(), namespace, name, opts...), nil
 }
+
+// Err returns the configuration error every call of this Locker fails with, or nil.
+func (l *Locker) Err() error { return l.err }
 
 // Identity returns the holder identity this Locker acquires under.
 func (l *Locker) Identity() string { return l.identity }
@@ -129,8 +179,12 @@ func (l *Locker) key() string { return l.namespace + "/" + l.name }
 
 // TryAcquire acquires the lock if it is free now. It fails with an error satisfying
 // lease.IsHeld if someone holds it, and wraps ErrNoLease if the lock does not exist.
+// It makes one attempt: transient API errors are returned, not retried (Acquire retries them).
 func (l *Locker) TryAcquire(ctx context.Context) (*Grant, error) {
-	if g, err := l.tryLast(ctx); g != nil || err != nil {
+	if l.err != nil {
+		return nil, l.err
+	}
+	if g, err := l.tryLast(ctx, &acquisition{}); g != nil || err != nil {
 		return g, err
 	}
 	for {
@@ -152,35 +206,116 @@ func (l *Locker) TryAcquire(ctx context.Context) (*Grant, error) {
 // Acquire blocks until the lock is granted to this Locker or ctx ends. It waits on a watch of the
 // lock's Lease, never by polling, and tries to take the lock the moment an event shows it free.
 // A missing Lease is waited for as well.
+//
+// An API server that is restarting or overloaded does not end the wait: transient errors of its
+// reads, watches and writes (connection refused or reset, timeouts, 429, 5xx) are retried with a
+// jittered backoff of at most 1.5 s until ctx ends, and the error then says what failed last. A
+// grant write whose response was lost is recognized on the next read (the Lease holds this
+// identity with the token that write issued) and returned, rather than waited out. Errors that do
+// not heal by retrying (Forbidden, Invalid, a malformed Lease) are returned at once.
 func (l *Locker) Acquire(ctx context.Context) (*Grant, error) {
-	if g, err := l.tryLast(ctx); g != nil || err != nil {
-		return g, err
+	if l.err != nil {
+		return nil, l.err
 	}
-	for {
-		g, err := l.acquireOnce(ctx)
-		if g != nil || err != nil {
-			return g, err
+	a := &acquisition{}
+	backoff := retryBackoff()
+	g, err := l.tryLast(ctx, a)
+	if g == nil && err == nil {
+		g, err = l.acquireOnce(ctx, a)
+	}
+	for g == nil {
+		if ctx.Err() != nil {
+			return nil, l.waitError(ctx, a)
 		}
+		if err != nil && !retryable(err) {
+			return nil, err
+		}
+		if a.progress { // the API server serves again: start over quickly
+			backoff, a.lastErr = retryBackoff(), nil
+		}
+		if err != nil {
+			a.lastErr = err
+		}
+		// A watch that delivered events and then ended is re-listed at once; anything else waits.
+		if err != nil || !a.progress {
+			select {
+			case <-ctx.Done():
+				return nil, l.waitError(ctx, a)
+			case <-l.clock.After(backoff.Step()):
+			}
+		}
+		g, err = l.acquireOnce(ctx, a)
 	}
+	return g, nil
+}
+
+// waitError is Acquire's error once ctx ended, with the transient error it was retrying, if any.
+func (l *Locker) waitError(ctx context.Context, a *acquisition) error {
+	if a.lastErr != nil {
+		return fmt.Errorf("lock %s: waiting for the lock: %w (retrying after: %v)", l.key(), ctx.Err(), a.lastErr)
+	}
+	return fmt.Errorf("lock %s: waiting for the lock: %w", l.key(), ctx.Err())
+}
+
+// acquisition is what one Acquire call carries across re-lists.
+type acquisition struct {
+	// unsure holds the tokens of grant writes whose outcome is unknown (the request failed after it
+	// may have reached the API server), with when each was sent. A Lease held by this identity
+	// with one of them is that write's result: only a write conditioned on that resourceVersion
+	// can issue that token.
+	unsure map[token.Token]time.Time
+	// seen is the last state reported to the wait callback.
+	seen lease.State
+	// progress is true when the last round's watch delivered an event: the API server serves.
+	progress bool
+	// lastErr is the last transient error retried, for the error returned when ctx ends.
+	lastErr error
+}
+
+// retryBackoff paces Acquire's retries: quick at first, since an API server restart usually
+// takes well under a second, then one attempt every 1 to 1.5 s.
+func retryBackoff() wait.Backoff {
+	return wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 5, Cap: time.Second}
+}
+
+// retryable reports whether err is a transient failure of the API server or the network that a
+// later attempt may not meet.
+func retryable(err error) bool {
+	if err == nil || lease.IsHeld(err) || lease.IsLost(err) || errors.Is(err, lease.ErrNotInitialized) {
+		return false
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		_, delay := apierrors.SuggestsClientDelay(err)
+		return delay || apierrors.IsServiceUnavailable(err) || apierrors.IsTooManyRequests(err) ||
+			apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsInternalError(err) ||
+			status.Status().Code >= 500
+	}
+	// Below the API: the transport's errors. TLS and authentication failures are not among them.
+	if _, ok := errors.AsType[*net.OpError](err); ok {
+		return true // dial and I/O failures: connection refused, reset, no route to host
+	}
+	if _, ok := errors.AsType[*net.DNSError](err); ok {
+		return true
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, context.DeadlineExceeded) ||
+		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
+		utilnet.IsHTTP2ConnectionLost(err) || utilnet.IsTimeout(err)
 }
 
 // acquireOnce lists the Lease and follows its watch until the lock is granted, an error occurs,
 // or the watch must be restarted (nil, nil).
-func (l *Locker) acquireOnce(ctx context.Context) (*Grant, error) {
+func (l *Locker) acquireOnce(ctx context.Context, a *acquisition) (*Grant, error) {
+	a.progress = false
 	sel := fields.OneTermEqualSelector("metadata.name", l.name).String()
 	list, err := l.leases.List(ctx, metav1.ListOptions{FieldSelector: sel})
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: listing lease: %w", l.key(), err)
 	}
-	var cur *coordinationv1.Lease
 	if len(list.Items) > 0 {
-		cur = &list.Items[0]
 		// A free lock is taken before any watch is opened: one read and one write.
-		if st, err := lease.Read(cur); err == nil && !st.Held() && st.Initialized() {
-			if g, err := l.grant(ctx, cur); err == nil || !apierrors.IsConflict(err) {
-				return g, err
-			}
-			cur = nil // lost the race: the winner's write arrives on the watch
+		if g, err := l.attempt(ctx, a, &list.Items[0]); g != nil || err != nil {
+			return g, err
 		}
 	}
 	w, err := l.leases.Watch(ctx, metav1.ListOptions{
@@ -190,52 +325,71 @@ func (l *Locker) acquireOnce(ctx context.Context) (*Grant, error) {
 		return nil, fmt.Errorf("lock %s: watching lease: %w", l.key(), err)
 	}
 	defer w.Stop()
-	var seen lease.State
 	for {
-		if cur != nil {
-			g, err := l.grant(ctx, cur)
-			switch {
-			case err == nil:
-				return g, nil
-			case apierrors.IsConflict(err):
-				// someone else wrote first; its event follows
-			case lease.IsHeld(err), errors.Is(err, lease.ErrNotInitialized):
-				if st, _ := lease.Read(cur); l.onWait != nil && (st.Holder != seen.Holder || st.Token != seen.Token) {
-					seen = st
-					l.onWait(st)
-				}
-			default:
-				return nil, err
-			}
-		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("lock %s: waiting for the lock: %w", l.key(), ctx.Err())
+			return nil, ctx.Err()
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				return nil, nil // watch ended (timeout, API server restart): re-list
 			}
 			switch ev.Type {
 			case watch.Added, watch.Modified:
-				if obj, isLease := ev.Object.(*coordinationv1.Lease); isLease {
-					cur = obj
+				a.progress = true
+				if cur, isLease := ev.Object.(*coordinationv1.Lease); isLease {
+					if g, err := l.attempt(ctx, a, cur); g != nil || err != nil {
+						return g, err
+					}
 				}
-			case watch.Deleted:
-				cur = nil
 			case watch.Error:
 				return nil, nil // e.g. 410 Gone: re-list
-			default: // bookmarks
-				cur = nil // the Lease did not change; nothing new to try
-				continue
+			default: // deletions, bookmarks: nothing to take
+				a.progress = true
 			}
 		}
 	}
+}
+
+// attempt tries to take the lock from cur, the Lease as last seen. It returns nil, nil when the
+// lock is not free there (after telling the wait callback) or someone else wrote first: the next
+// event says more.
+func (l *Locker) attempt(ctx context.Context, a *acquisition, cur *coordinationv1.Lease) (*Grant, error) {
+	st, rerr := lease.Read(cur)
+	if sent, ok := a.unsure[st.Token]; ok && rerr == nil && st.Holder == l.identity {
+		l.remember(cur)
+		return &Grant{locker: l, Token: st.Token, lease: cur, renewedAt: sent, lost: make(chan struct{})}, nil
+	}
+	sent := l.clock.Now()
+	g, err := l.grant(ctx, cur)
+	switch {
+	case err == nil:
+		return g, nil
+	case apierrors.IsConflict(err):
+		return nil, nil // someone else wrote first; its event follows
+	case lease.IsHeld(err), errors.Is(err, lease.ErrNotInitialized):
+		if l.onWait != nil && (st.Holder != a.seen.Holder || st.Token != a.seen.Token) {
+			a.seen = st
+			l.onWait(st)
+		}
+		return nil, nil
+	case retryable(err):
+		if tok, terr := token.FromResourceVersion(cur.ResourceVersion); terr == nil {
+			if a.unsure == nil {
+				a.unsure = map[token.Token]time.Time{}
+			}
+			a.unsure[tok] = sent
+		}
+	}
+	return nil, err
 }
 
 // Attach returns the grant this Locker's identity holds with tok, e.g. to renew or release from
 // another process than the one that acquired. It fails with a LostError if the lock has another
 // holder or token.
 func (l *Locker) Attach(ctx context.Context, tok token.Token) (*Grant, error) {
+	if l.err != nil {
+		return nil, l.err
+	}
 	cur, err := l.leases.Get(ctx, l.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("lock %s: %w", l.key(), ErrNoLease)
@@ -285,12 +439,13 @@ type Grant struct {
 // Holder returns the identity the grant is held under.
 func (g *Grant) Holder() string { return g.locker.identity }
 
-// Duration returns the lease duration the grant must be renewed within.
+// Duration returns the lease duration the grant must be renewed within, as its Lease last showed
+// it; a Lease without one counts as the shortest a FencedLock allows, 1 s.
 func (g *Grant) Duration() time.Duration {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	st, _ := lease.Read(g.lease)
-	return st.Duration
+	return max(st.Duration, minLeaseDuration)
 }
 
 // Lost is closed when the grant is known to be lost: a renewal found another holder or token, or
@@ -373,8 +528,9 @@ func (g *Grant) Release(ctx context.Context) error {
 	return err
 }
 
-// KeepAlive renews the grant every interval (zero: a third of the lease duration) until ctx ends,
-// the grant is released, or it is lost. It returns at once; watch Lost() for the outcome.
+// KeepAlive renews the grant every interval (zero: a third of the lease duration, following
+// changes of the duration) until ctx ends, the grant is released, or it is lost. It returns at
+// once; watch Lost() for the outcome.
 // Transient renewal errors are retried until the lease duration has passed on this process's
 // clock since the last successful renewal; then the grant is declared lost, since the controller
 // will have revoked it by then.
@@ -382,17 +538,19 @@ func (g *Grant) Release(ctx context.Context) error {
 // A watchdog cannot make a paused process safe: it pauses too. The fencing token is what
 // protects the data.
 func (g *Grant) KeepAlive(ctx context.Context, interval time.Duration) {
-	if interval <= 0 {
-		interval = g.Duration() / 3
-	}
 	go func() {
-		t := g.locker.clock.NewTicker(interval)
-		defer t.Stop()
 		for {
+			every := interval
+			if every <= 0 {
+				every = g.Duration() / 3 // never zero: Duration has a floor
+			}
+			t := g.locker.clock.NewTimer(every)
 			select {
 			case <-ctx.Done():
+				t.Stop()
 				return
 			case <-g.lost:
+				t.Stop()
 				return
 			case <-t.C():
 			}

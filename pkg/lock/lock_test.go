@@ -1,0 +1,102 @@
+package lock
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/fencedlock/fencedlock/pkg/lease"
+)
+
+func TestValidateIdentity(t *testing.T) {
+	for id, want := range map[string]string{
+		"":                       "holder identity must not be empty",
+		"pod/x":                  `identity "pod/x" is reserved for pods queued by the controller; choose another identity`,
+		"pod/worker-0/uid":       "reserved for pods",
+		strings.Repeat("a", 254): "254 bytes long",
+		"me":                     "",
+		"team/pod/x":             "",
+		"pods/x":                 "",
+		strings.Repeat("a", 253): "",
+	} {
+		err := ValidateIdentity(id)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("ValidateIdentity(%.20q) = %v; want nil", id, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, ErrInvalidIdentity)):
+			t.Errorf("ValidateIdentity(%.20q) = %v; want an ErrInvalidIdentity saying %q", id, err, want)
+		}
+	}
+}
+
+// An invalid identity is refused before any API call, by every call of the Locker.
+func TestInvalidIdentityMakesNoAPICall(t *testing.T) {
+	cs := fake.NewClientset()
+	l := New(cs.CoordinationV1(), "ns", "lock", WithIdentity("pod/x"))
+	if !errors.Is(l.Err(), ErrInvalidIdentity) {
+		t.Fatalf("Err() = %v", l.Err())
+	}
+	ctx := context.Background()
+	if _, err := l.TryAcquire(ctx); !errors.Is(err, ErrInvalidIdentity) {
+		t.Errorf("TryAcquire: %v", err)
+	}
+	if _, err := l.Acquire(ctx); !errors.Is(err, ErrInvalidIdentity) {
+		t.Errorf("Acquire: %v", err)
+	}
+	if _, err := l.Attach(ctx, 1); !errors.Is(err, ErrInvalidIdentity) {
+		t.Errorf("Attach: %v", err)
+	}
+	if a := cs.Actions(); len(a) > 0 {
+		t.Errorf("API calls made: %v", a)
+	}
+	if l := New(cs.CoordinationV1(), "ns", "lock"); l.Err() != nil || l.Identity() == "" {
+		t.Errorf("default identity %q refused: %v", l.Identity(), l.Err())
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	leases := schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}
+	wrap := func(err error) error { return fmt.Errorf("lock ns/x: listing lease: %w", err) }
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{apierrors.NewServiceUnavailable("shutting down"), true},
+		{apierrors.NewTooManyRequests("slow down", 1), true},
+		{apierrors.NewServerTimeout(leases, "list", 1), true},
+		{apierrors.NewTimeoutError("timeout", 1), true},
+		{apierrors.NewInternalError(errors.New("etcd leader changed")), true},
+		{apierrors.NewGenericServerResponse(502, "get", leases, "x", "bad gateway", 0, true), true},
+		{&url.Error{Op: "Get", URL: "https://api:6443", Err: refused}, true},
+		{&url.Error{Op: "Get", URL: "https://api:6443", Err: io.EOF}, true},
+		{&url.Error{Op: "Get", URL: "https://api:6443", Err: errors.New("read: connection reset by peer")}, true},
+		{&url.Error{Op: "Get", URL: "https://api:6443", Err: context.DeadlineExceeded}, true},
+
+		{apierrors.NewForbidden(leases, "x", errors.New("RBAC")), false},
+		{apierrors.NewInvalid(schema.GroupKind{Group: "coordination.k8s.io", Kind: "Lease"}, "x", nil), false},
+		{apierrors.NewBadRequest("bad selector"), false},
+		{apierrors.NewUnauthorized("expired token"), false},
+		{apierrors.NewNotFound(leases, "x"), false},
+		{&url.Error{Op: "Get", URL: "https://api:6443", Err: x509.UnknownAuthorityError{}}, false},
+		{&lease.HeldError{Holder: "b", Token: 3}, false},
+		{lease.ErrNotInitialized, false},
+		{errors.New("refusing to grant token 5: not above the lock's current token 7"), false},
+	} {
+		if got := retryable(wrap(c.err)); got != c.want {
+			t.Errorf("retryable(%v) = %v; want %v", c.err, got, c.want)
+		}
+	}
+}

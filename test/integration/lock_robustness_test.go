@@ -1,0 +1,301 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/pkg/lock"
+	"github.com/fencedlock/fencedlock/pkg/token"
+)
+
+// flakyLeases wraps the real Lease client of the test API server and makes scripted calls fail as
+// an API server that is restarting or overloaded does. Each script entry is consumed by one call;
+// a nil entry (or an exhausted script) passes the call through to the real client.
+type flakyLeases struct {
+	coordinationv1client.LeaseInterface
+
+	mu sync.Mutex
+	// lists and watches fail List and Watch calls before they reach the API server.
+	lists, watches []error
+	// updatesAfter fails Update calls after the real update was made: the write happened, but
+	// its response was lost (an API server killed mid-request).
+	updatesAfter []error
+	// calls counts the calls that reached this wrapper, by verb.
+	calls map[string]int
+}
+
+// errEndWatch, as a watch script entry, opens a watch that ends at once, as an API server
+// shutting down ends its watches.
+var errEndWatch = errors.New("end the watch at once")
+
+func (f *flakyLeases) next(verb string, script *[]error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.calls == nil {
+		f.calls = map[string]int{}
+	}
+	f.calls[verb]++
+	if len(*script) == 0 {
+		return nil
+	}
+	err := (*script)[0]
+	*script = (*script)[1:]
+	return err
+}
+
+func (f *flakyLeases) count(verb string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[verb]
+}
+
+func (f *flakyLeases) List(ctx context.Context, opts metav1.ListOptions) (*coordinationv1.LeaseList, error) {
+	if err := f.next("list", &f.lists); err != nil {
+		return nil, err
+	}
+	return f.LeaseInterface.List(ctx, opts)
+}
+
+func (f *flakyLeases) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	switch err := f.next("watch", &f.watches); {
+	case errors.Is(err, errEndWatch):
+		w := watch.NewFake()
+		w.Stop()
+		return w, nil
+	case err != nil:
+		return nil, err
+	}
+	return f.LeaseInterface.Watch(ctx, opts)
+}
+
+func (f *flakyLeases) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
+	f.next("get", new([]error))
+	return f.LeaseInterface.Get(ctx, name, opts)
+}
+
+func (f *flakyLeases) Update(ctx context.Context, l *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	out, err := f.LeaseInterface.Update(ctx, l, opts)
+	if err != nil {
+		f.next("update", new([]error))
+		return out, err
+	}
+	if ferr := f.next("update", &f.updatesAfter); ferr != nil {
+		return nil, ferr
+	}
+	return out, nil
+}
+
+// flakyGetter hands out one flakyLeases for every namespace: each test uses one namespace.
+type flakyGetter struct{ f *flakyLeases }
+
+func (g flakyGetter) Leases(ns string) coordinationv1client.LeaseInterface {
+	g.f.mu.Lock()
+	defer g.f.mu.Unlock()
+	if g.f.LeaseInterface == nil {
+		g.f.LeaseInterface = clientset.CoordinationV1().Leases(ns)
+	}
+	return g.f
+}
+
+var leasesResource = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+
+// connRefused is what client-go returns while nothing listens on the API server's port.
+func connRefused() error {
+	return &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}
+}
+
+var _ = Describe("Go client robustness", func() {
+	Context("holder identities", func() {
+		It("refuses identities reserved for pods, and empty ones, before any API call", func() {
+			ns := newNamespace()
+			newLock(ns, "reserved", 15)
+			for _, id := range []string{"pod/x", locksv1alpha1.PodHolderIdentity("worker-0", "uid-1"), ""} {
+				f := &flakyLeases{}
+				l := lock.New(flakyGetter{f}, ns, "reserved", lock.WithIdentity(id))
+				_, err := l.TryAcquire(ctx)
+				Expect(err).To(HaveOccurred(), "TryAcquire as %q", id)
+				actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+				_, aerr := l.Acquire(actx)
+				acancel()
+				Expect(aerr).To(HaveOccurred(), "Acquire as %q", id)
+				Expect(errors.Is(aerr, context.DeadlineExceeded)).To(BeFalse(), "Acquire as %q waited: %v", id, aerr)
+				_, terr := l.Attach(ctx, token.Token(1))
+				Expect(terr).To(HaveOccurred(), "Attach as %q", id)
+				Expect(f.calls).To(BeEmpty(), "API calls made with identity %q", id)
+				if id == "" {
+					Expect(err.Error()).To(ContainSubstring("identity must not be empty"))
+				} else {
+					Expect(err.Error()).To(ContainSubstring(
+						`identity "` + id + `" is reserved for pods queued by the controller; choose another identity`))
+				}
+				Expect(errors.Is(err, lock.ErrInvalidIdentity)).To(BeTrue(), "%v", err)
+				_, err = lock.NewForConfig(cfg, ns, "reserved", lock.WithIdentity(id))
+				Expect(errors.Is(err, lock.ErrInvalidIdentity)).To(BeTrue(), "NewForConfig as %q: %v", id, err)
+			}
+			st, err := lease.Read(getLease(ns, "reserved"))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(st.Transitions).To(BeZero(), "a reserved identity was granted the lock")
+
+			By("an identity that merely contains pod/ is fine")
+			g, err := locker(ns, "reserved", "team/pod/x").TryAcquire(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(g.Release(ctx)).To(Succeed())
+		})
+	})
+
+	Context("a restarting or overloaded API server", func() {
+		It("Acquire resumes when its List and Watch fail with transient errors", func() {
+			ns := newNamespace()
+			newLock(ns, "flaky", 15)
+			a, err := locker(ns, "flaky", "a").TryAcquire(ctx)
+			Expect(err).NotTo(HaveOccurred())
+
+			f := &flakyLeases{
+				lists: []error{
+					apierrors.NewServiceUnavailable("apiserver is shutting down"),
+					apierrors.NewTooManyRequests("too many requests", 0),
+					connRefused(),
+				},
+				watches: []error{
+					apierrors.NewInternalError(errors.New("etcd leader changed")),
+					errEndWatch, // then the re-list after the watch ended fails too
+				},
+			}
+			f.lists = append(f.lists, nil, nil, apierrors.NewServerTimeout(leasesResource, "list", 1))
+			got := make(chan *lock.Grant, 1)
+			errs := make(chan error, 1)
+			go func() {
+				defer GinkgoRecover()
+				g, err := lock.New(flakyGetter{f}, ns, "flaky", lock.WithIdentity("b")).Acquire(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				got <- g
+			}()
+			// The lock is held, so b waits on a watch once it got past the failures.
+			Eventually(func(g Gomega) {
+				select {
+				case err := <-errs:
+					Fail("Acquire failed on a transient error: " + err.Error())
+				default:
+				}
+				g.Expect(f.count("watch")).To(BeNumerically(">=", 3))
+			}, 20*time.Second, 10*time.Millisecond).Should(Succeed())
+			Consistently(errs, "300ms").ShouldNot(Receive())
+			Expect(a.Release(ctx)).To(Succeed())
+			var b *lock.Grant
+			select {
+			case b = <-got:
+			case err := <-errs:
+				Fail("Acquire failed on a transient error: " + err.Error())
+			case <-time.After(20 * time.Second):
+				Fail("Acquire did not return")
+			}
+			Expect(b.Token).To(BeNumerically(">", a.Token))
+			Expect(f.count("list")).To(BeNumerically(">=", 6))
+			Expect(b.Release(ctx)).To(Succeed())
+		})
+
+		It("Acquire takes a grant whose write succeeded although its response was lost", func() {
+			ns := newNamespace()
+			newLock(ns, "lost-response", 15)
+			f := &flakyLeases{
+				updatesAfter: []error{apierrors.NewServerTimeout(leasesResource, "update", 1)},
+			}
+			before := getLease(ns, "lost-response")
+			actx, acancel := context.WithTimeout(ctx, 10*time.Second)
+			defer acancel()
+			g, err := lock.New(flakyGetter{f}, ns, "lost-response", lock.WithIdentity("c")).Acquire(actx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(f.count("update")).To(Equal(1), "granted again instead of recognizing its own grant")
+			st, err := lease.Read(getLease(ns, "lost-response"))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(st.Holder).To(Equal("c"))
+			Expect(st.Token).To(Equal(g.Token))
+			Expect(g.Token.String()).To(Equal(before.ResourceVersion))
+			Expect(g.Renew(ctx)).To(Succeed())
+			Expect(g.Release(ctx)).To(Succeed())
+		})
+
+		It("Acquire returns at once on errors that do not heal", func() {
+			ns := newNamespace()
+			newLock(ns, "denied", 15)
+			for _, err := range []error{
+				apierrors.NewForbidden(leasesResource, "", errors.New(`user "x" cannot list leases`)),
+				apierrors.NewBadRequest("bad field selector"),
+			} {
+				f := &flakyLeases{lists: []error{err}}
+				start := time.Now()
+				_, got := lock.New(flakyGetter{f}, ns, "denied", lock.WithIdentity("d")).Acquire(ctx)
+				Expect(got).To(HaveOccurred())
+				Expect(strings.Contains(got.Error(), err.Error())).To(BeTrue(), "%v", got)
+				Expect(time.Since(start)).To(BeNumerically("<", time.Second))
+				Expect(f.count("list")).To(Equal(1))
+			}
+		})
+
+		It("Acquire gives up when its context ends while the API server is down, saying why", func() {
+			ns := newNamespace()
+			refused := make([]error, 1000)
+			for i := range refused {
+				refused[i] = connRefused()
+			}
+			f := &flakyLeases{lists: refused}
+			actx, acancel := context.WithTimeout(ctx, time.Second)
+			defer acancel()
+			_, err := lock.New(flakyGetter{f}, ns, "down", lock.WithIdentity("e")).Acquire(actx)
+			Expect(errors.Is(err, context.DeadlineExceeded)).To(BeTrue(), "%v", err)
+			Expect(err.Error()).To(ContainSubstring("connection refused"))
+			// A bounded backoff: a few attempts in a second, not a busy loop.
+			Expect(f.count("list")).To(And(BeNumerically(">=", 2), BeNumerically("<=", 15)))
+		})
+	})
+
+	Context("KeepAlive", func() {
+		It("keeps a grant on a Lease without leaseDurationSeconds instead of panicking", func() {
+			ns := newNamespace()
+			// A bare Lease nobody reconciles (no FencedLock, no managed-by label), as a third-party
+			// writer may leave it: a token, no duration.
+			bare := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bare",
+				Annotations: map[string]string{locksv1alpha1.TokenAnnotation: "1"}}}
+			_, err := clientset.CoordinationV1().Leases(ns).Create(ctx, bare, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			g, err := locker(ns, "bare", "k").TryAcquire(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(g.Duration()).To(BeNumerically(">", 0))
+
+			kctx, kcancel := context.WithCancel(ctx)
+			defer kcancel()
+			renewTime := func() time.Time {
+				l, err := clientset.CoordinationV1().Leases(ns).Get(ctx, "bare", metav1.GetOptions{})
+				Expect(err).NotTo(HaveOccurred())
+				return l.Spec.RenewTime.Time
+			}
+			first := renewTime()
+			g.KeepAlive(kctx, 0)
+			Eventually(renewTime, 5*time.Second, 50*time.Millisecond).Should(BeTemporally(">", first))
+			Consistently(g.Lost(), "1s").ShouldNot(BeClosed())
+			kcancel()
+			Expect(g.Release(ctx)).To(Succeed())
+		})
+	})
+})
