@@ -65,7 +65,9 @@ type FencedLockReconciler struct {
 	limiter  *eventLimiter
 }
 
-// +kubebuilder:rbac:groups=locks.fencedlock.io,resources=fencedlocks,verbs=get;list;watch
+// Verb grant is no API verb: the admission policies of config/policy recognise the manager by it
+// (grants to pods, revocations, token stamps).
+// +kubebuilder:rbac:groups=locks.fencedlock.io,resources=fencedlocks,verbs=get;list;watch;grant
 // +kubebuilder:rbac:groups=locks.fencedlock.io,resources=fencedlocks/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

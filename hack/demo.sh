@@ -86,7 +86,12 @@ else
 fi
 
 say "The ledger keeps B's data:"
-kubectl -n $NS get configmap ledger -o jsonpath='{"  token annotation: "}{.metadata.annotations.fencedlock\.io/token}{"\n  data: "}{.data}{"\n"}'
+kubectl -n $NS get configmap ledger -o jsonpath='{"  recorded token: "}{.metadata.annotations.fencedlock\.io/recorded-token}{"\n  data: "}{.data}{"\n"}'
+
+say "A writer that presents no token (kubectl patch, a read-modify-write) inherits nothing: refused"
+set +e
+kubectl -n $NS patch configmap ledger --type merge -p '{"data":{"balance":"777"}}' 2>&1 | sed 's/^/  /'
+set -e
 
 say "Events of the lock:"
 kubectl -n $NS get events --field-selector involvedObject.kind=FencedLock --sort-by=.metadata.creationTimestamp \

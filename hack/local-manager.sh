@@ -53,9 +53,10 @@ start() {
   fi
   certs
   if [ "${SKIP_INSTALL:-0}" != 1 ]; then
-    log "installing CRDs and webhook configurations"
+    log "installing CRDs, admission policies and webhook configurations"
     kubectl apply --server-side --force-conflicts -f "$ROOT/config/crd/bases" >/dev/null
     kubectl wait --for=condition=Established crd/fencedlocks.locks.fencedlock.io --timeout=60s >/dev/null
+    kubectl apply --server-side --force-conflicts -k "$ROOT/config/local" >/dev/null
     (cd "$ROOT" && go run ./hack/tools/webhookconfig --url "https://127.0.0.1:$WEBHOOK_PORT" \
       --ca "$MANAGER_DIR/certs/ca.crt") | kubectl apply --server-side --force-conflicts -f - >/dev/null
   fi
