@@ -85,6 +85,8 @@ type Decision struct {
 	NeedLive bool
 	// NeedNamespace asks the caller to fill Request.NamespaceTerminating and decide again.
 	NeedNamespace bool
+	// Presented is the token the request was judged by, zero if none.
+	Presented token.Token
 }
 
 func allow(reason string) Decision { return Decision{Allowed: true, Reason: reason} }
@@ -172,6 +174,13 @@ func Decide(req Request, lk Lock) Decision {
 	if d != nil {
 		return denyDelete(req, *d)
 	}
+	decided := decideToken(req, lk, presented)
+	decided.Presented = presented
+	return decided
+}
+
+// decideToken judges a request by the token it presents.
+func decideToken(req Request, lk Lock, presented token.Token) Decision {
 	var recorded token.Token
 	if fenced(req.Old) { // Target refused a move between locks: the stored record is of this lock
 		recorded = recordedToken(req.Old)

@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -74,12 +76,35 @@ func (f *Fence) Handle(ctx context.Context, ar admission.Request) admission.Resp
 	logf.FromContext(ctx).Info("Denied fenced write", "object", req.Object, "operation", req.Operation,
 		"user", req.User.Username, "reason", d.Reason)
 	if lk.Found {
-		fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ar.Namespace, Name: lockName(lk.Key)}}
-		fl.SetGroupVersionKind(locksv1alpha1.GroupVersion.WithKind("FencedLock"))
-		f.Recorder.Eventf(fl, nil, corev1.EventTypeWarning, d.Reason, "DenyWrite", "Denied %s by %s: %s",
-			req.Operation, req.User.Username, d.Message)
+		f.recordDenial(ar, req, lk, d)
 	}
 	return admission.Denied(d.Message)
+}
+
+// recordDenial reports a refusal on the lock, one event series per operation, presented token and
+// object: a recorder folds events of the same action and related object into one series that
+// keeps the first message only, so a retry loop stays one event while each token stays visible.
+func (f *Fence) recordDenial(ar admission.Request, req Request, lk Lock, d Decision) {
+	fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ar.Namespace, Name: lockName(lk.Key)}}
+	fl.SetGroupVersionKind(locksv1alpha1.GroupVersion.WithKind("FencedLock"))
+	related := &corev1.ObjectReference{APIVersion: schema.GroupVersion{Group: ar.Kind.Group, Version: ar.Kind.Version}.String(),
+		Kind: ar.Kind.Kind, Namespace: ar.Namespace, Name: ar.Name}
+	presented := "none"
+	if !d.Presented.IsZero() {
+		presented = d.Presented.String()
+	}
+	action := fmt.Sprintf("Deny%s token=%s", operationName(req.Operation), presented)
+	f.Recorder.Eventf(fl, related, corev1.EventTypeWarning, d.Reason, action, "Denied %s by %s with token %s: %s",
+		req.Operation, req.User.Username, presented, d.Message)
+}
+
+// operationName is "Update" for UPDATE.
+func operationName(op admissionv1.Operation) string {
+	s := string(op)
+	if s == "" {
+		return ""
+	}
+	return s[:1] + strings.ToLower(s[1:])
 }
 
 // decide gathers the facts Target and Decide ask for until they decide.

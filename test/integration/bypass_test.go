@@ -11,6 +11,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -271,6 +272,33 @@ var _ = Describe("No way around the fence", func() {
 		Expect(mallory.Create(ctx, plain)).To(Succeed())
 		policyDenied(mallory.Patch(ctx, plain, mergePatch(`{"metadata":{"labels":{%q:"settlement"}}}`, locksv1alpha1.LockLabel)),
 			"fencedlock-pod-grant", "set when a pod is created")
+	})
+
+	It("reports each denial with the token it presented, DELETE apart from UPDATE", func() {
+		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
+		g, err := locker(ns, "settlement", "worker-b").Attach(ctx, b)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(g.Release(ctx)).To(Succeed())
+		c, err := locker(ns, "settlement", "worker-c").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(writeCM(ns, "ledger", (c.Token + 1000).String(), "forged")).To(HaveOccurred())
+		Expect(writeCM(ns, "ledger", b.String(), "stale")).To(HaveOccurred())
+		Expect(writeCM(ns, "ledger", "1", "older")).To(HaveOccurred())
+		Expect(k8sClient.Delete(ctx, fencedConfigMap(ns, "ledger", "settlement", b, ""))).To(HaveOccurred())
+		Eventually(func(g Gomega) {
+			var list eventsv1.EventList
+			g.Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+			notes := map[string]string{}
+			for _, e := range list.Items {
+				if e.Regarding.Kind == "FencedLock" && e.Type == corev1.EventTypeWarning {
+					notes[e.Action] = e.Reason + ": " + e.Note
+				}
+			}
+			g.Expect(notes).To(HaveKeyWithValue("DenyUpdate token="+(c.Token+1000).String(), HavePrefix("ForgedToken")))
+			g.Expect(notes).To(HaveKeyWithValue("DenyUpdate token="+b.String(), ContainSubstring("with token "+b.String())))
+			g.Expect(notes).To(HaveKeyWithValue("DenyUpdate token=1", HavePrefix("StaleToken")))
+			g.Expect(notes).To(HaveKeyWithValue("DenyDelete token="+b.String(), ContainSubstring("stamp the object")))
+		}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
 	})
 
 	It("never keeps a namespace from deleting, nor a finalizer from being removed", func() {
