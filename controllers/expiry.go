@@ -34,6 +34,8 @@ type observation struct {
 	// ungated is the holder pod this controller last ungated: until the cache shows the patch,
 	// the pod still looks gated, and patching it again would be a wasted write.
 	ungated types.UID
+	// failures counts the reconciles of a held lock that failed in a row (see retryBackoff).
+	failures int
 }
 
 // observer remembers the last observation of each lock. After a restart every lease gets a fresh
@@ -65,6 +67,36 @@ func (o *observer) noteUngated(key types.NamespacedName, uid types.UID) {
 	obs := o.seen[key]
 	obs.ungated = uid
 	o.seen[key] = obs
+}
+
+// failed counts a failed reconcile of the lock and returns how long to wait before retrying.
+func (o *observer) failed(key types.NamespacedName) time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	obs := o.seen[key]
+	obs.failures++
+	o.seen[key] = obs
+	return retryBackoff(obs.failures)
+}
+
+// succeeded records a successful reconcile, ending the lock's retry backoff.
+func (o *observer) succeeded(key types.NamespacedName) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if obs, ok := o.seen[key]; ok && obs.failures > 0 { // a forgotten lock stays forgotten
+		obs.failures = 0
+		o.seen[key] = obs
+	}
+}
+
+// retryBackoff is the wait before retrying after the nth failure in a row: from one second,
+// doubling, up to a minute. A lock whose status writes keep failing costs a write a minute.
+func retryBackoff(n int) time.Duration {
+	const base, limit = time.Second, time.Minute
+	if n > 6 { // base<<6 is already past the limit
+		return limit
+	}
+	return min(base<<max(n-1, 0), limit)
 }
 
 // noteRevoke counts a revocation made by this controller.

@@ -27,12 +27,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
@@ -75,19 +77,46 @@ type FencedLockReconciler struct {
 
 // Reconcile brings one FencedLock's Lease and status up to date.
 func (r *FencedLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var fl locksv1alpha1.FencedLock
-	if err := r.Get(ctx, req.NamespacedName, &fl); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.observer.forget(req.NamespacedName)
-			r.limiter.forget(req.NamespacedName)
-			return ctrl.Result{}, r.reportMissingLock(ctx, req.NamespacedName)
+	now := r.Clock.Now()
+	wake, err := r.reconcile(ctx, req.NamespacedName, now)
+	if err != nil && !wake.IsZero() {
+		// controller-runtime ignores the Result of a failed reconcile: returning err would trade
+		// the grant's deadline for its backoff (minutes, growing). Retry with a backoff of our
+		// own, never later than the deadline.
+		retry := now.Add(r.observer.failed(req.NamespacedName))
+		if wake.After(now) && wake.Before(retry) {
+			retry = wake
 		}
-		return ctrl.Result{}, err
+		logf.FromContext(ctx).Error(err, "Reconcile failed; retrying by the grant's deadline",
+			"retryAfter", retry.Sub(now).String(), "deadline", wake)
+		return ctrl.Result{RequeueAfter: retry.Sub(now)}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err // no deadline to keep: controller-runtime's backoff will do
+	}
+	r.observer.succeeded(req.NamespacedName)
+	if wake.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{RequeueAfter: wake.Sub(now)}, nil
+}
+
+// reconcile does Reconcile's work and returns when to look at the lock again (zero: at its next
+// event). Along with an error it returns the grant's deadline if one is known, for Reconcile to
+// keep.
+func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.NamespacedName, now time.Time) (time.Time, error) {
+	var fl locksv1alpha1.FencedLock
+	if err := r.Get(ctx, key, &fl); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.observer.forget(key)
+			r.limiter.forget(key)
+			return time.Time{}, r.reportMissingLock(ctx, key)
+		}
+		return time.Time{}, err
 	}
 	if !fl.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil // the Lease goes with it (ownerReference)
+		return time.Time{}, nil // the Lease goes with it (ownerReference)
 	}
-	now := r.Clock.Now()
 
 	l, notReady, err := r.ensureLease(ctx, &fl)
 	if err != nil || l == nil {
@@ -95,36 +124,42 @@ func (r *FencedLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 			status := *fl.Status.DeepCopy()
 			setReadyCondition(&status, fl.Generation, metav1.ConditionFalse, notReady.reason, notReady.message, now)
 			_, err := r.writeStatus(ctx, &fl, status)
-			return ctrl.Result{}, err
+			return time.Time{}, err
 		}
-		return ctrl.Result{}, err // nil: a Lease write was made, its watch event continues the work
+		return time.Time{}, err // nil: a Lease write was made, its watch event continues the work
 	}
 	st, err := lease.Read(l)
 	if err != nil {
-		return ctrl.Result{}, err // ensureLease has vetted the Lease
+		return time.Time{}, err // ensureLease has vetted the Lease
 	}
 
 	pods, err := r.lockPods(ctx, &fl)
 	if err != nil {
-		return ctrl.Result{}, err
+		return time.Time{}, err
 	}
 	holderPod := findHolder(pods, st.Holder)
 	var ready *bool
 	if holderPod != nil {
 		ready = new(podReady(holderPod))
 	}
-	obs, prev := r.observer.observe(req.NamespacedName, st, ready, now)
+	obs, prev := r.observer.observe(key, st, ready, now)
 	queue := computeQueue(pods, st.Holder)
 	p := computePlan(st, obs, holderPod, queue, maxHold(&fl), now)
 	if p.writesLease() {
-		// The Lease write's watch event brings the next reconcile, which mirrors the status.
-		return ctrl.Result{}, r.applyPlan(ctx, &fl, l, st, p, obs, now)
+		if err := r.applyPlan(ctx, &fl, l, st, p, obs, now); err != nil {
+			return p.deadline, err
+		}
+		return time.Time{}, nil // the Lease write's watch event brings the next reconcile
 	}
 	if p.ungate != nil && p.ungate.UID != obs.ungated { // granted, but not patched (e.g. a crash in between)
-		if ok, err := r.ungate(ctx, &fl, p.ungate, st.Token); err != nil || !ok {
-			// Not ungated: the cache still shows a pod the API server has replaced. Look again
-			// soon; once the cache catches up, the grant is released.
-			return ctrl.Result{RequeueAfter: replacedPodRetry}, err
+		ok, err := r.ungate(ctx, &fl, p.ungate, st.Token)
+		if err != nil {
+			return p.deadline, err
+		}
+		if !ok {
+			// The cache still shows a pod the API server has replaced. Look again soon; once the
+			// cache catches up, the grant is released.
+			return earliest(p.deadline, now.Add(replacedPodRetry)), nil
 		}
 	}
 
@@ -132,18 +167,15 @@ func (r *FencedLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	before, status := *fl.Status.DeepCopy(), computeStatus(&fl, st, queue, now)
 	wake := p.deadline // the only timers: a grant's deadline, and a coalesced status write
 	if !equality.Semantic.DeepEqual(before, status) {
-		if wait := r.observer.statusWait(req.NamespacedName, now, r.StatusMinInterval); wait > 0 {
+		if wait := r.observer.statusWait(key, now, r.StatusMinInterval); wait > 0 {
 			wake = earliest(wake, now.Add(wait))
 		} else if written, err := r.writeStatus(ctx, &fl, status); err != nil {
-			return ctrl.Result{}, err
+			return wake, err
 		} else if written { // events and metrics once per change, even when a write conflicts
-			r.recordTransition(&fl, l, before, st, prev, r.observer.statusWritten(req.NamespacedName, now, r.StatusMinInterval), now)
+			r.recordTransition(&fl, l, before, st, prev, r.observer.statusWritten(key, now, r.StatusMinInterval), now)
 		}
 	}
-	if wake.IsZero() {
-		return ctrl.Result{}, nil
-	}
-	return ctrl.Result{RequeueAfter: wake.Sub(now)}, nil
+	return wake, nil
 }
 
 // replacedPodRetry is how soon a lock whose holder pod was replaced behind the cache's back is

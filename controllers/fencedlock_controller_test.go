@@ -8,11 +8,13 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -259,6 +261,23 @@ var _ = Describe("FencedLock controller", func() {
 		Expect(leaseState(ns, "bystander").RevokedToken).To(Equal(g.Token))
 	})
 
+	It("revokes at the deadline even while every status write fails", func() {
+		ns := newNamespace()
+		fl := newLock(ns, "mirror", func(fl *locksv1alpha1.FencedLock) { fl.Spec.LeaseDurationSeconds = 1 })
+		denyStatusWrites(ns)
+		g, err := locker(fl, "silent").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		holder := func() string { return leaseState(ns, "mirror").Holder }
+
+		// Long enough for a failing reconcile's exponential backoff (5ms, doubling) to grow past
+		// the time the test then allows for the revocation.
+		Consistently(holder, "5500ms").Should(Equal("silent"))
+		fakeClock.Step(2 * time.Second) // no poke: only the controller's own timer can revoke
+		Eventually(holder, "2500ms").Should(BeEmpty())
+		Expect(leaseState(ns, "mirror").RevokedToken).To(Equal(g.Token))
+		Expect(getLock(fl).Status.Holder).To(BeEmpty(), "the status write was refused all along")
+	})
+
 	It("revokes a grant held longer than maxHoldSeconds even if renewed", func() {
 		ns := newNamespace()
 		fl := newLock(ns, "bounded", func(fl *locksv1alpha1.FencedLock) {
@@ -361,3 +380,41 @@ var _ = Describe("FencedLock controller", func() {
 		Eventually(func() int32 { return getLock(fl).Status.LeaseTransitions }).Should(Equal(int32(10)))
 	})
 })
+
+// denyStatusWrites makes the API server refuse every FencedLock status write in namespace ns (a
+// ValidatingAdmissionPolicy), until the spec ends.
+func denyStatusWrites(ns string) {
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "deny-status-" + ns},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+						Rule: admissionregistrationv1.Rule{APIGroups: []string{locksv1alpha1.GroupVersion.Group},
+							APIVersions: []string{"*"}, Resources: []string{"fencedlocks/status"}},
+					}}},
+			},
+			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "status writes refused by the test"}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
+	}
+	ExpectWithOffset(1, k8sClient.Create(ctx, policy)).To(Succeed())
+	ExpectWithOffset(1, k8sClient.Create(ctx, binding)).To(Succeed())
+	DeferCleanup(func() {
+		Expect(k8sClient.Delete(ctx, binding)).To(Succeed())
+		Expect(k8sClient.Delete(ctx, policy)).To(Succeed())
+	})
+	// The policy takes effect asynchronously: probe with a lock of its own until it refuses.
+	probe := newLock(ns, "probe", nil)
+	EventuallyWithOffset(1, func() error {
+		return k8sClient.Status().Patch(ctx, getLock(probe), client.RawPatch(types.MergePatchType,
+			[]byte(fmt.Sprintf(`{"status":{"waitingCount":%d}}`, time.Now().UnixNano()%1000+1))))
+	}).Should(MatchError(ContainSubstring("status writes refused by the test")))
+}

@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -264,6 +266,29 @@ var _ = Describe("Pods as lock holders", func() {
 		p = getPod(ns, "worker-0")
 		Expect(isGated(p)).To(BeFalse())
 		Expect(p.Annotations).To(HaveKeyWithValue(locksv1alpha1.TokenAnnotation, "43"))
+	})
+
+	It("mirrors a holder pod with a 253-character name and revokes it at its expiry on its own timer", func() {
+		ns := newNamespace()
+		fl := newLock(ns, "jobs", func(fl *locksv1alpha1.FencedLock) { fl.Spec.LeaseDurationSeconds = 1 })
+		// The longest pod name there is: four DNS labels, 253 characters.
+		name := strings.Join([]string{strings.Repeat("a", 63), strings.Repeat("b", 63), strings.Repeat("c", 63),
+			strings.Repeat("d", 61)}, ".")
+		newPod(ns, name, "jobs")
+		granted(ns, name)
+		id := locksv1alpha1.PodHolderIdentity(name, string(getPod(ns, name).UID))
+		Expect(id).To(HaveLen(294))
+		Eventually(func(g Gomega) {
+			st := getLock(fl).Status
+			g.Expect(st.Holder).To(Equal(id))
+			g.Expect(meta.FindStatusCondition(st.Conditions, locksv1alpha1.ConditionHeld).Message).To(ContainSubstring(id))
+		}).Should(Succeed())
+
+		By("the pod never becomes Ready; no poke: the controller's own deadline brings the revocation")
+		Consistently(func() string { return leaseState(ns, "jobs").Holder }, "300ms").Should(Equal(id))
+		fakeClock.Step(2 * time.Second)
+		Eventually(func() string { return leaseState(ns, "jobs").Holder }, "5s").Should(BeEmpty())
+		Eventually(func() string { return getLock(fl).Status.Holder }).Should(BeEmpty())
 	})
 
 	It("keeps pods gated while their lock does not exist, and grants once it does", func() {

@@ -1,9 +1,12 @@
 package controllers
 
 import (
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
@@ -183,5 +186,42 @@ func TestStatusBudget(t *testing.T) {
 	}
 	if w := (statusBudget{}).spend(t0, 0).spend(t0, 0).wait(t0, 0); w != 0 {
 		t.Fatal("coalescing off: never wait")
+	}
+}
+
+func TestShownIdentity(t *testing.T) {
+	pod := locksv1alpha1.PodHolderIdentity(strings.Repeat("p", 253), "0a1b2c3d-0000-4000-8000-000000000000")
+	if got := shownIdentity(pod); got != pod {
+		t.Fatalf("a pod identity (%d bytes) is shown whole; got %q", len(pod), got)
+	}
+	exact := strings.Repeat("x", maxIdentityShown)
+	if shownIdentity(exact) != exact {
+		t.Fatal("an identity of exactly the bound is shown whole")
+	}
+	for _, long := range []string{strings.Repeat("y", 5000), strings.Repeat("é", 700)} { // 2-byte runes
+		got := shownIdentity(long)
+		if len(got) > maxIdentityShown || !strings.HasSuffix(got, "…") || !utf8.ValidString(got) ||
+			!strings.HasPrefix(long, strings.TrimSuffix(got, "…")) {
+			t.Fatalf("shownIdentity of %d bytes = %d bytes %q...", len(long), len(got), got[:20])
+		}
+	}
+	fl := &locksv1alpha1.FencedLock{}
+	s := computeStatus(fl, lease.State{Holder: strings.Repeat("z", 2000), Token: tokenOf(7), Transitions: 1}, nil, t0)
+	msg := meta.FindStatusCondition(s.Conditions, locksv1alpha1.ConditionHeld).Message
+	if len(s.Holder) > maxIdentityShown || len(msg) > maxIdentityShown+100 {
+		t.Fatalf("status holder %d bytes, Held message %d bytes", len(s.Holder), len(msg))
+	}
+}
+
+func TestRetryBackoff(t *testing.T) {
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second,
+		32 * time.Second, time.Minute, time.Minute}
+	for i, w := range want {
+		if got := retryBackoff(i + 1); got != w {
+			t.Errorf("retryBackoff(%d) = %v; want %v", i+1, got, w)
+		}
+	}
+	if retryBackoff(1000) != time.Minute {
+		t.Error("no overflow past the limit")
 	}
 }

@@ -3,6 +3,7 @@ package controllers
 import (
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,7 +19,7 @@ import (
 func computeStatus(fl *locksv1alpha1.FencedLock, st lease.State, queue []*corev1.Pod, now time.Time) locksv1alpha1.FencedLockStatus {
 	s := *fl.Status.DeepCopy()
 	s.ObservedGeneration = fl.Generation
-	s.Holder = st.Holder
+	s.Holder = shownIdentity(st.Holder)
 	s.Token = st.Token.String()
 	s.LeaseTransitions = st.Transitions
 	s.AcquireTime, s.RenewTime = nil, nil
@@ -29,7 +30,7 @@ func computeStatus(fl *locksv1alpha1.FencedLock, st lease.State, queue []*corev1
 	s.Waiters = nil
 	for _, p := range queue[:min(len(queue), maxWaitersShown)] {
 		s.Waiters = append(s.Waiters, locksv1alpha1.Waiter{
-			Identity: locksv1alpha1.PodHolderIdentity(p.Name, string(p.UID)), Pod: p.Name,
+			Identity: shownIdentity(locksv1alpha1.PodHolderIdentity(p.Name, string(p.UID))), Pod: p.Name,
 			Since: metav1.NewTime(enqueuedAt(p)),
 		})
 	}
@@ -42,12 +43,31 @@ func computeStatus(fl *locksv1alpha1.FencedLock, st lease.State, queue []*corev1
 // maxWaitersShown bounds status.waiters (the API allows ten).
 const maxWaitersShown = 10
 
+// maxIdentityShown is the longest identity status shows (the API's bound on status.holder and
+// status.waiters[].identity): a status write with a longer one would be refused, and with it
+// the whole status.
+const maxIdentityShown = 1024
+
+// shownIdentity returns id as status shows it: whole, or cut to maxIdentityShown bytes (at a
+// character boundary) ending in "…" so nobody mistakes it for the identity itself.
+func shownIdentity(id string) string {
+	if len(id) <= maxIdentityShown {
+		return id
+	}
+	const marker = "…"
+	cut := maxIdentityShown - len(marker)
+	for cut > 0 && !utf8.RuneStart(id[cut]) {
+		cut--
+	}
+	return id[:cut] + marker
+}
+
 // setHeldCondition sets Held from the Lease state.
 func setHeldCondition(s *locksv1alpha1.FencedLockStatus, gen int64, st lease.State, now time.Time) {
 	switch {
 	case st.Held():
 		setCondition(s, gen, locksv1alpha1.ConditionHeld, metav1.ConditionTrue, locksv1alpha1.ReasonAcquired,
-			fmt.Sprintf("Held by %s with token %s", st.Holder, st.Token), now)
+			fmt.Sprintf("Held by %s with token %s", shownIdentity(st.Holder), st.Token), now)
 	case !st.RevokedToken.IsZero() && st.RevokedToken == st.Token:
 		setCondition(s, gen, locksv1alpha1.ConditionHeld, metav1.ConditionFalse, locksv1alpha1.ReasonExpired,
 			fmt.Sprintf("The grant with token %s expired and was revoked; writes need a token of at least %s",

@@ -78,8 +78,10 @@ type FenceSpec struct {
 
 // Waiter is one entry of a lock's FIFO queue of waiting holders.
 type Waiter struct {
-	// identity is the holder identity the waiter will hold the lock under.
-	// +kubebuilder:validation:MaxLength=253
+	// identity is the holder identity the waiter will hold the lock under: "pod/<name>/<uid>" for
+	// a pod (at most 294 characters). An identity longer than 1024 bytes is shortened as
+	// status.holder is.
+	// +kubebuilder:validation:MaxLength=1024
 	// +required
 	Identity string `json:"identity"`
 
@@ -95,8 +97,10 @@ type Waiter struct {
 
 // FencedLockStatus mirrors the backing Lease, which is the single source of truth.
 type FencedLockStatus struct {
-	// holder is the identity of the current holder; empty when the lock is free.
-	// +kubebuilder:validation:MaxLength=253
+	// holder is the identity of the current holder; empty when the lock is free. An identity
+	// longer than 1024 bytes (only a direct write to the Lease can make one) is shown cut to 1024
+	// bytes, ending in "…"; the Lease's spec.holderIdentity keeps it in full.
+	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Holder string `json:"holder,omitempty"`
 
