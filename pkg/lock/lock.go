@@ -45,9 +45,10 @@ var ErrNoLease = errors.New("lock has no Lease: create the FencedLock and make s
 // it refuses; see ValidateIdentity.
 var ErrInvalidIdentity = errors.New("invalid holder identity")
 
-// maxIdentityLen is the longest identity the FencedLock status (holder, waiters) can mirror; the
-// controller could not write the status of a lock held under a longer one.
-const maxIdentityLen = 253
+// maxIdentityLen is the longest identity the FencedLock status shows in full (status.holder). It
+// leaves room for holderBinding identities, "<username>/...", whose service-account usernames
+// alone can exceed 253 bytes.
+const maxIdentityLen = 1024
 
 type identityError struct{ msg string }
 
@@ -55,7 +56,7 @@ func (e *identityError) Error() string        { return e.msg }
 func (e *identityError) Is(target error) bool { return target == ErrInvalidIdentity }
 
 // ValidateIdentity returns an error matching ErrInvalidIdentity unless id may be used as a holder
-// identity: not empty, at most 253 bytes, and not starting with "pod/", which is reserved for the
+// identity: not empty, at most 1024 bytes, and not starting with "pod/", which is reserved for the
 // grants the controller makes to queued pods (it releases such a grant at once when no such pod
 // exists, and the API server refuses it from anyone but the manager).
 func ValidateIdentity(id string) error {

@@ -22,14 +22,14 @@ import (
 
 func TestValidateIdentity(t *testing.T) {
 	for id, want := range map[string]string{
-		"":                       "holder identity must not be empty",
-		"pod/x":                  `identity "pod/x" is reserved for pods queued by the controller; choose another identity`,
-		"pod/worker-0/uid":       "reserved for pods",
-		strings.Repeat("a", 254): "254 bytes long",
-		"me":                     "",
-		"team/pod/x":             "",
-		"pods/x":                 "",
-		strings.Repeat("a", 253): "",
+		"":                        "holder identity must not be empty",
+		"pod/x":                   `identity "pod/x" is reserved for pods queued by the controller; choose another identity`,
+		"pod/worker-0/uid":        "reserved for pods",
+		strings.Repeat("a", 1025): "1025 bytes long",
+		"me":                      "",
+		"team/pod/x":              "",
+		"pods/x":                  "",
+		strings.Repeat("a", 1024): "",
 	} {
 		err := ValidateIdentity(id)
 		switch {
