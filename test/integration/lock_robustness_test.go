@@ -2,9 +2,12 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,16 +17,21 @@ import (
 	. "github.com/onsi/gomega"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/pkg/token"
+	"github.com/fencedlock/fencedlock/test/util"
 )
 
 // flakyLeases wraps the real Lease client of the test API server and makes scripted calls fail as
@@ -297,5 +305,100 @@ var _ = Describe("Go client robustness", func() {
 			kcancel()
 			Expect(g.Release(ctx)).To(Succeed())
 		})
+	})
+})
+
+// protocolExample is the shell script of docs/protocol.md, between its example markers.
+func protocolExample() string {
+	b, err := os.ReadFile(filepath.Join(util.RepoRoot(), "docs", "protocol.md"))
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	_, rest, ok := strings.Cut(string(b), "<!-- protocol-example:begin -->\n```bash\n")
+	ExpectWithOffset(1, ok).To(BeTrue(), "docs/protocol.md has no example block")
+	script, _, ok := strings.Cut(rest, "```\n<!-- protocol-example:end -->")
+	ExpectWithOffset(1, ok).To(BeTrue(), "docs/protocol.md: the example block does not end")
+	return script
+}
+
+// shellUser is a user with ordinary RBAC in ns (Leases and ConfigMaps, nothing of fencedlock's
+// API), as a third-party client runs, and a kubeconfig for it.
+func shellUser(ns, name string) string {
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "update", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}},
+	}}
+	ExpectWithOffset(1, k8sClient.Create(ctx, role)).To(Succeed())
+	ExpectWithOffset(1, k8sClient.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: name}}})).To(Succeed())
+	u, err := testEnv.AddUser(envtest.User{Name: name}, nil)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	kc, err := u.KubeConfig()
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	path := filepath.Join(GinkgoT().TempDir(), name+".kubeconfig")
+	ExpectWithOffset(1, os.WriteFile(path, kc, 0o600)).To(Succeed())
+	return path
+}
+
+var _ = Describe("docs/protocol.md", func() {
+	It("the worked kubectl example of docs/protocol.md runs as written", func() {
+		for _, tool := range []string{"bash", "jq"} {
+			if _, err := exec.LookPath(tool); err != nil {
+				Skip(tool + " is not installed")
+			}
+		}
+		assets, err := util.Assets()
+		Expect(err).NotTo(HaveOccurred())
+		ns := newNamespace()
+		newLock(ns, "ledger", 15)
+		stamp := getLease(ns, "ledger").Annotations[locksv1alpha1.TokenAnnotation]
+		kubeconfig := shellUser(ns, "shell-"+ns)
+
+		cmd := exec.CommandContext(ctx, "bash", "-c", protocolExample())
+		cmd.Env = append(os.Environ(), "PATH="+assets+string(os.PathListSeparator)+os.Getenv("PATH"),
+			"KUBECONFIG="+kubeconfig, "HOME="+GinkgoT().TempDir(), "NS="+ns, "LOCK=ledger", "ME=shell/example")
+		out, err := cmd.CombinedOutput()
+		GinkgoWriter.Printf("%s\n", out)
+		Expect(err).NotTo(HaveOccurred(), "the example failed:\n%s", out)
+
+		_, after, ok := strings.Cut(string(out), "acquired ledger as shell/example with token ")
+		Expect(ok).To(BeTrue(), "%s", out)
+		tok, err := token.Parse(strings.Fields(after)[0])
+		Expect(err).NotTo(HaveOccurred())
+		first, err := token.Parse(stamp)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(tok).To(BeNumerically(">", first))
+
+		By("the Lease went through grant, renew and release, and keeps the token")
+		st, err := lease.Read(getLease(ns, "ledger"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(st.Held()).To(BeFalse())
+		Expect(st.Token).To(Equal(tok))
+		Expect(st.Transitions).To(Equal(int32(1)))
+		Expect(st.RenewTime.After(st.AcquireTime.Time)).To(BeTrue(), "the renewal did not move renewTime on")
+
+		By("the fenced writes were admitted and recorded; the stamped object was deleted")
+		cm := &corev1.ConfigMap{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ledger"}, cm)).To(Succeed())
+		Expect(cm.Data).To(HaveKeyWithValue("balance", "42"))
+		Expect(cm.Annotations).To(HaveKeyWithValue(locksv1alpha1.RecordedTokenAnnotation, tok.String()))
+		Expect(cm.Annotations).NotTo(HaveKey(locksv1alpha1.TokenAnnotation))
+		err = k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "scratch"}, &corev1.ConfigMap{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%v", err)
+
+		By("a grant that keeps the old token is refused as the document shows")
+		l := getLease(ns, "ledger")
+		l.Spec.HolderIdentity = new("shell/example")
+		l.ManagedFields = nil
+		l.APIVersion, l.Kind = "coordination.k8s.io/v1", "Lease"
+		bad, err := json.Marshal(l)
+		Expect(err).NotTo(HaveOccurred())
+		replace := exec.CommandContext(ctx, filepath.Join(assets, "kubectl"), "replace", "-f", "-")
+		replace.Env = cmd.Env
+		replace.Stdin = strings.NewReader(string(bad))
+		out, err = replace.CombinedOutput()
+		Expect(err).To(HaveOccurred())
+		Expect(string(out)).To(And(ContainSubstring(`leases.coordination.k8s.io "ledger" is forbidden`),
+			ContainSubstring("ValidatingAdmissionPolicy 'fencedlock-lease-protocol' with binding 'fencedlock-lease-protocol' denied request"),
+			ContainSubstring("a grant must set annotation fencedlock.io/token to the resourceVersion it is conditioned on")))
 	})
 })
