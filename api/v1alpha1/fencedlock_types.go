@@ -178,7 +178,7 @@ type FencedLock struct {
 
 // +kubebuilder:object:root=true
 
-// FencedLockList contains a list of FencedLock
+// FencedLockList contains a list of FencedLock.
 type FencedLockList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitzero"`

@@ -64,9 +64,11 @@ func ValidateIdentity(id string) error {
 	case id == "":
 		return &identityError{"holder identity must not be empty"}
 	case strings.HasPrefix(id, locksv1alpha1.PodHolderPrefix):
-		return &identityError{fmt.Sprintf("identity %q is reserved for pods queued by the controller; choose another identity", id)}
+		return &identityError{fmt.Sprintf(
+			"identity %q is reserved for pods queued by the controller; choose another identity", id)}
 	case len(id) > maxIdentityLen:
-		return &identityError{fmt.Sprintf("identity %.40q... is %d bytes long; at most %d are allowed", id, len(id), maxIdentityLen)}
+		return &identityError{fmt.Sprintf(
+			"identity %.40q... is %d bytes long; at most %d are allowed", id, len(id), maxIdentityLen)}
 	}
 	return nil
 }

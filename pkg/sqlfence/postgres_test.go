@@ -71,6 +71,7 @@ func startPostgres(tb testing.TB) *sql.DB {
 var errPortTaken = errors.New("port taken")
 
 func runPostgres(tb testing.TB, bin, dir, data string, cred *syscall.Credential, port int) (*sql.DB, error) {
+	tb.Helper()
 	logPath := filepath.Join(dir, fmt.Sprintf("postgres-%d.log", port))
 	logFile, err := os.Create(logPath)
 	if err != nil {

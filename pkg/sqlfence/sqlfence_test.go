@@ -70,6 +70,7 @@ func wantStale(t *testing.T, err error, presented, current token.Token) {
 }
 
 func testSequence(t *testing.T, db *sql.DB) {
+	t.Helper()
 	ctx := t.Context()
 	mustExec(t, db, `CREATE TABLE accounts (
 		id bigint PRIMARY KEY, owner text NOT NULL, balance bigint NOT NULL,
@@ -139,6 +140,7 @@ func testSequence(t *testing.T, db *sql.DB) {
 }
 
 func testTransaction(t *testing.T, db *sql.DB) {
+	t.Helper()
 	ctx := t.Context()
 	mustExec(t, db, `CREATE TABLE tx_accounts (
 		id bigint PRIMARY KEY, owner text NOT NULL, balance bigint NOT NULL,
@@ -179,6 +181,7 @@ func testTransaction(t *testing.T, db *sql.DB) {
 }
 
 func testQuotedIdentifiers(t *testing.T, db *sql.DB) {
+	t.Helper()
 	ctx := t.Context()
 	const (
 		schema = `s"ch`
@@ -240,6 +243,7 @@ func testQuotedIdentifiers(t *testing.T, db *sql.DB) {
 // testNullToken checks that a row whose token column is NULL (a column added without a default)
 // counts as never written under a lock.
 func testNullToken(t *testing.T, db *sql.DB) {
+	t.Helper()
 	ctx := t.Context()
 	mustExec(t, db,
 		"CREATE TABLE legacy (id int PRIMARY KEY, owner text NOT NULL, balance bigint NOT NULL)",
@@ -379,6 +383,7 @@ func checkRace(t *testing.T, db *sql.DB, table string, id int, results []writeRe
 }
 
 func testConcurrentUpdates(t *testing.T, db *sql.DB) {
+	t.Helper()
 	const writers, rounds = 8, 25
 	concurrentTable(t, db, "race_update")
 	mustExec(t, db, "INSERT INTO race_update (id, payload, fence_token) VALUES (1, 'initial', 100)",
@@ -398,6 +403,7 @@ func testConcurrentUpdates(t *testing.T, db *sql.DB) {
 }
 
 func testConcurrentUpserts(t *testing.T, db *sql.DB) {
+	t.Helper()
 	const writers, rows = 8, 10
 	concurrentTable(t, db, "race_upsert")
 	tbl := sqlfence.Table{Name: "race_upsert", Key: "id", Lock: lockName}

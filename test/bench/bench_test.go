@@ -437,11 +437,11 @@ func (b *bench) fenceCost(floor stats) {
 		New: &metav1.ObjectMeta{Labels: map[string]string{locksv1alpha1.FencedByLabel: "fenced"},
 			Annotations: map[string]string{locksv1alpha1.RecordedTokenAnnotation: g.Token.String()}}}
 	lk := webhook.Lock{Key: "bench/fenced", Found: true, LeaseFound: true, Lease: lease.State{Holder: "writer", Token: g.Token}}
-	res := testing.Benchmark(func(tb *testing.B) {
-		tb.ReportAllocs()
-		for tb.Loop() {
+	res := testing.Benchmark(func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
 			if d := webhook.Decide(req, lk); !d.Allowed {
-				tb.Fatal(d.Message)
+				b.Fatal(d.Message)
 			}
 		}
 	})

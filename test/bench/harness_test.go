@@ -79,6 +79,7 @@ type managerProcess struct {
 }
 
 func freePort(t *testing.T) int {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -174,6 +175,7 @@ func diff(a, b map[string]float64) map[string]float64 {
 
 // rssMiB is the manager's resident set size.
 func (m *managerProcess) rssMiB(t *testing.T) float64 {
+	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.cmd.Process.Pid))
 	if err != nil {
 		t.Fatal(err)
@@ -219,6 +221,7 @@ func histogramSums(text, name string, filters ...string) (sum, count float64) {
 }
 
 func (m *managerProcess) metricsText(t *testing.T) string {
+	t.Helper()
 	resp, err := http.Get(m.metrics)
 	if err != nil {
 		t.Fatal(err)

@@ -114,7 +114,7 @@ var _ = Describe("No way around the fence", func() {
 
 	It("fences writes through /scale and evictions; /status stays unfenced", func() {
 		_, cs := ordinaryUser(ns, "mallory")
-		dep := func(name, lockName string) *appsv1.Deployment {
+		dep := func(name, lockName string) {
 			labels := map[string]string{"app": name}
 			d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{}},
 				Spec: appsv1.DeploymentSpec{Replicas: new(int32(1)), Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -125,7 +125,6 @@ var _ = Describe("No way around the fence", func() {
 				d.Annotations = map[string]string{locksv1alpha1.TokenAnnotation: b.String()}
 			}
 			Expect(k8sClient.Create(ctx, d)).To(Succeed())
-			return d
 		}
 		dep("fenced", "settlement")
 		dep("plain", "")
