@@ -13,19 +13,21 @@ NS=fencedlock-demo
 LEASE=3
 
 ts() { date +%H:%M:%S.%3N; }
+# A cold module cache prints hundreds of "go: downloading" lines; they say nothing to a newcomer.
+quiet_go() { "$@" 2> >(grep -v '^go: downloading' >&2); }
 say() { printf '\n\033[1m[%s] %s\033[0m\n' "$(ts)" "$*"; }
 note() { printf '[%s] %s\n' "$(ts)" "$*"; }
 
 say "fencedlock demo: a lock holder paused past its lease must not overwrite newer data"
 note "building what is missing (the first run builds kube-apiserver and etcd from the Go module proxy: several minutes, once)"
-BIN=$(hack/k8s-binaries.sh etcd kube-apiserver kubectl)
-go build -o bin/ledger-worker ./cmd/ledger-worker
-go build -o bin/kubectl-fencedlock ./cmd/kubectl-fencedlock
+BIN=$(quiet_go hack/k8s-binaries.sh etcd kube-apiserver kubectl)
+quiet_go go build -o bin/ledger-worker ./cmd/ledger-worker
+quiet_go go build -o bin/kubectl-fencedlock ./cmd/kubectl-fencedlock
 export PATH=$BIN:$ROOT/bin:$PATH
 
 eval "$(hack/cluster-up.sh)"
 note "control plane up: kube-apiserver on https://127.0.0.1:$API_PORT"
-hack/local-manager.sh start
+quiet_go hack/local-manager.sh start
 note "fencedlock manager running: controller + fence webhook (log: $MANAGER_DIR/manager.log)"
 
 kubectl create namespace $NS --dry-run=client -o yaml | kubectl apply -f - >/dev/null
@@ -95,7 +97,7 @@ set -e
 
 say "Events of the lock:"
 kubectl -n $NS get events --field-selector involvedObject.kind=FencedLock --sort-by=.metadata.creationTimestamp \
-  -o custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message | tail -8
+  -o custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message
 
 cat <<EOF
 

@@ -48,32 +48,46 @@ func InstallPolicies(ctx context.Context, cfg *rest.Config) error {
 const namePrefix = "fencedlock-"
 
 func createAll(ctx context.Context, cl client.Client, file string) error {
-	fh, err := os.Open(file)
+	objs, err := PolicyObjects(file, namePrefix)
 	if err != nil {
 		return err
 	}
+	for _, obj := range objs {
+		if err := cl.Create(ctx, obj); client.IgnoreAlreadyExists(err) != nil {
+			return fmt.Errorf("%s: creating %s %s: %w", file, obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// PolicyObjects decodes the policies and bindings of a config/policy file, their names (and the
+// bindings' policyName) prefixed with prefix.
+func PolicyObjects(file, prefix string) ([]*unstructured.Unstructured, error) {
+	fh, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
 	defer func() { _ = fh.Close() }()
 	dec := utilyaml.NewYAMLOrJSONDecoder(fh, 4096)
+	var out []*unstructured.Unstructured
 	for {
-		var obj unstructured.Unstructured
+		obj := &unstructured.Unstructured{}
 		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
-			return nil
+			return out, nil
 		} else if err != nil {
-			return fmt.Errorf("%s: %w", file, err)
+			return nil, fmt.Errorf("%s: %w", file, err)
 		}
 		if len(obj.Object) == 0 {
 			continue
 		}
 		// As config/default's namePrefix names them, so refusals read as they do on a cluster.
-		obj.SetName(namePrefix + obj.GetName())
+		obj.SetName(prefix + obj.GetName())
 		if p, ok, _ := unstructured.NestedString(obj.Object, "spec", "policyName"); ok {
-			if err := unstructured.SetNestedField(obj.Object, namePrefix+p, "spec", "policyName"); err != nil {
-				return err
+			if err := unstructured.SetNestedField(obj.Object, prefix+p, "spec", "policyName"); err != nil {
+				return nil, err
 			}
 		}
-		if err := cl.Create(ctx, &obj); client.IgnoreAlreadyExists(err) != nil {
-			return fmt.Errorf("%s: creating %s %s: %w", file, obj.GetKind(), obj.GetName(), err)
-		}
+		out = append(out, obj)
 	}
 }
 
