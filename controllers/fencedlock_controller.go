@@ -144,7 +144,7 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 	}
 	obs, prev := r.observer.observe(key, st, ready, now)
 	queue := computeQueue(pods, st.Holder)
-	p := computePlan(st, obs, holderPod, queue, maxHold(&fl), now)
+	p := computePlan(planInput{st: st, obs: obs, holderPod: holderPod, queue: queue, maxHold: maxHold(&fl), now: now})
 	if p.writesLease() {
 		if err := r.applyPlan(ctx, &fl, l, st, p, obs, now); err != nil {
 			return p.deadline, err

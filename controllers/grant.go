@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -16,35 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/token"
 )
-
-// podLockIndex indexes cached pods by the lock they ask for.
-const podLockIndex = "fencedlock.lock"
-
-// lockPods lists the pods that ask for fl, from the label-selected cache, without copying them:
-// they are read-only here (ungate patches a copy).
-func (r *FencedLockReconciler) lockPods(ctx context.Context, fl *locksv1alpha1.FencedLock) ([]corev1.Pod, error) {
-	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(fl.Namespace),
-		client.MatchingFields{podLockIndex: fl.Name}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing pods of lock %s: %w", fl.Name, err)
-	}
-	return pods.Items, nil
-}
-
-// lockOfPod maps a pod to the lock it asks for.
-func lockOfPod(_ context.Context, obj client.Object) []reconcile.Request {
-	name := obj.GetLabels()[locksv1alpha1.LockLabel]
-	if name == "" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
-}
 
 // applyPlan makes the plan's Lease change in one compare-and-swap (ending the current grant and/or
 // granting the next waiter, so a handover is a single write), then ungates a newly granted pod.
@@ -110,7 +85,7 @@ func (r *FencedLockReconciler) recordRevoke(fl *locksv1alpha1.FencedLock, l *coo
 	holdSeconds.Observe(held.Seconds())
 	note := fmt.Sprintf("Grant of %s (token %s) was not renewed within %s; revoked", st.Holder, st.Token, st.Duration)
 	switch reason {
-	case expiryMaxHoldS:
+	case expiryMaxHold:
 		note = fmt.Sprintf("Grant of %s (token %s) exceeded spec.maxHoldSeconds=%d; revoked", st.Holder, st.Token, *fl.Spec.MaxHoldSeconds)
 	case expiryNotReady:
 		note = fmt.Sprintf("Holder %s (token %s) was not Ready for %s; revoked", st.Holder, st.Token, st.Duration)
@@ -170,67 +145,4 @@ func podReplaced(err error) bool {
 	return slices.ContainsFunc(status.Status().Details.Causes, func(c metav1.StatusCause) bool {
 		return c.Field == "metadata.uid"
 	})
-}
-
-// waiterLog remembers, per lock, which queued pods were told they are waiting, so that each pod
-// gets one Waiting event. It holds only the current queues.
-type waiterLog struct {
-	mu    sync.Mutex
-	seen  map[types.NamespacedName]map[types.UID]struct{}
-	total int // pods in all queues
-}
-
-func newWaiterLog() *waiterLog {
-	return &waiterLog{seen: map[types.NamespacedName]map[types.UID]struct{}{}}
-}
-
-// announceWaiters emits a Waiting event for each pod newly seen in the lock's queue.
-func (r *FencedLockReconciler) announceWaiters(fl *locksv1alpha1.FencedLock, queue []*corev1.Pod) {
-	key := types.NamespacedName{Namespace: fl.Namespace, Name: fl.Name}
-	r.waiters.mu.Lock()
-	defer r.waiters.mu.Unlock()
-	old, cur := r.waiters.seen[key], make(map[types.UID]struct{}, len(queue))
-	for i, pod := range queue {
-		cur[pod.UID] = struct{}{}
-		if _, ok := old[pod.UID]; ok {
-			continue
-		}
-		r.Recorder.Eventf(pod, fl, corev1.EventTypeNormal, "Waiting", "Queue",
-			"Waiting for lock %s (position %d of %d)", fl.Name, i+1, len(queue))
-	}
-	r.waiters.set(key, cur)
-}
-
-// reportMissingLock tells pods waiting for a lock that does not exist (yet, or any more) why they
-// wait: they stay gated until a FencedLock of that name exists.
-func (r *FencedLockReconciler) reportMissingLock(ctx context.Context, key types.NamespacedName) error {
-	fl := &locksv1alpha1.FencedLock{}
-	fl.Namespace, fl.Name = key.Namespace, key.Name
-	pods, err := r.lockPods(ctx, fl)
-	if err != nil {
-		return err
-	}
-	r.waiters.mu.Lock()
-	defer r.waiters.mu.Unlock()
-	old, cur := r.waiters.seen[key], map[types.UID]struct{}{}
-	for _, pod := range computeQueue(pods, "") {
-		cur[pod.UID] = struct{}{}
-		if _, ok := old[pod.UID]; !ok {
-			r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "LockNotFound", "Queue",
-				"FencedLock %s does not exist; the pod stays gated until it is created", key.Name)
-		}
-	}
-	r.waiters.set(key, cur)
-	return nil
-}
-
-// set records a lock's current queue (the caller holds w.mu) and updates the queue-length gauge.
-func (w *waiterLog) set(key types.NamespacedName, cur map[types.UID]struct{}) {
-	w.total += len(cur) - len(w.seen[key])
-	if len(cur) == 0 {
-		delete(w.seen, key)
-	} else {
-		w.seen[key] = cur
-	}
-	waitingPods.Set(float64(w.total))
 }

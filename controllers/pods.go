@@ -2,14 +2,18 @@ package controllers
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
-	"github.com/fencedlock/fencedlock/pkg/lease"
 )
 
 // Pods hold a lock under identity "pod/<name>/<uid>". While a pod holds it, the controller keeps
@@ -89,56 +93,25 @@ func findHolder(pods []corev1.Pod, holder string) *corev1.Pod {
 	return nil
 }
 
-// ending says how the current grant ends in a plan.
-type ending int
+// podLockIndex indexes cached pods by the lock they ask for.
+const podLockIndex = "fencedlock.lock"
 
-const (
-	keep ending = iota
-	release
-	revoke
-)
-
-// plan is what one reconcile does to a lock: at most one Lease write (end the grant, grant the
-// next waiter, or both in a single compare-and-swap) and at most one pod patch (ungate the holder).
-type plan struct {
-	end    ending
-	reason expiryReason // for revoke
-	why    string       // human reason for ending
-	holder *corev1.Pod  // the holder pod, if the holder is a pod that still exists
-	grant  *corev1.Pod  // the waiter to grant
-	ungate *corev1.Pod  // a holder pod still behind the gate (just granted, or a crash in between)
-	// deadline is when the current grant expires if nothing changes; zero: no timer.
-	deadline time.Time
+// lockPods lists the pods that ask for fl, from the label-selected cache, without copying them:
+// they are read-only here (ungate patches a copy).
+func (r *FencedLockReconciler) lockPods(ctx context.Context, fl *locksv1alpha1.FencedLock) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(fl.Namespace),
+		client.MatchingFields{podLockIndex: fl.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing pods of lock %s: %w", fl.Name, err)
+	}
+	return pods.Items, nil
 }
 
-func (p plan) writesLease() bool { return p.end != keep || p.grant != nil }
-
-// computePlan decides what to do with a lock from its Lease state, what this controller observed,
-// the holder pod (if the holder is a pod that still exists) and the queue.
-func computePlan(st lease.State, obs observation, holderPod *corev1.Pod, queue []*corev1.Pod,
-	maxHold time.Duration, now time.Time) plan {
-	p := plan{holder: holderPod}
-	switch {
-	case !st.Held():
-	case isPodHolder(st.Holder) && holderPod == nil:
-		p.end, p.why = release, "the holder pod was deleted"
-	case isPodHolder(st.Holder) && podDone(holderPod):
-		p.end, p.why = release, "the holder pod finished ("+string(holderPod.Status.Phase)+")"
-		if !holderPod.DeletionTimestamp.IsZero() {
-			p.why = "the holder pod is being deleted"
-		}
-	default:
-		var reason expiryReason
-		reason, p.deadline = computeExpiry(st, obs, maxHold, now)
-		if reason != expiryNone {
-			p.end, p.reason = revoke, reason
-		} else if holderPod != nil && gated(holderPod) {
-			p.ungate = holderPod
-		}
+// lockOfPod maps a pod to the lock it asks for.
+func lockOfPod(_ context.Context, obj client.Object) []reconcile.Request {
+	name := obj.GetLabels()[locksv1alpha1.LockLabel]
+	if name == "" {
+		return nil
 	}
-	if (!st.Held() || p.end != keep) && len(queue) > 0 {
-		p.grant = queue[0]
-		p.deadline = time.Time{}
-	}
-	return p
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
 }

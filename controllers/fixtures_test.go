@@ -1,0 +1,24 @@
+package controllers
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/pkg/token"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func held(holder string, tok uint64) lease.State {
+	return lease.State{Holder: holder, Token: tokenOf(tok), Duration: 15 * time.Second, Transitions: 1}
+}
+
+func renewedAt(st lease.State, at time.Time) lease.State {
+	t := metav1.NewMicroTime(at)
+	st.RenewTime = &t
+	return st
+}
+
+func tokenOf(v uint64) token.Token { return token.Token(v) }

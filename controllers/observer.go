@@ -1,0 +1,165 @@
+package controllers
+
+import (
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/pkg/token"
+)
+
+// observation is what the controller saw of a Lease and when, on its own clock. Expiry is judged
+// from these local times only (as client-go leaderelection does with observedTime), never by
+// comparing a holder's renewTime with this machine's clock.
+type observation struct {
+	holder string
+	token  token.Token
+	// renewTime is the holder's last spec.renewTime seen, and renewedAt when this controller first
+	// saw it. Only a new renewTime of the same grant is a renewal: any other write to the Lease (a
+	// bystander's label, an annotation) must not keep a dead holder's grant alive.
+	renewTime *metav1.MicroTime
+	renewedAt time.Time
+	// acquiredAt is when this controller first saw the current holder with the current token.
+	acquiredAt time.Time
+	// notReadySince is, for a pod holder, when this controller first saw it not Ready since it was
+	// granted or last Ready; zero while it is Ready or the holder is not a pod.
+	notReadySince time.Time
+	// status is the budget of status writes (coalesced on a busy lock), and revoked how many
+	// grants this controller revoked since the last status write.
+	status  statusBudget
+	revoked int
+	// ungated is the holder pod this controller last ungated: until the cache shows the patch,
+	// the pod still looks gated, and patching it again would be a wasted write.
+	ungated types.UID
+	// failures counts the reconciles of a held lock that failed in a row (see retryBackoff).
+	failures int
+}
+
+// observer remembers the last observation of each lock. After a restart every lease gets a fresh
+// observation, which can only postpone an expiry, never advance it.
+type observer struct {
+	mu   sync.Mutex
+	seen map[types.NamespacedName]observation
+}
+
+func newObserver() *observer {
+	return &observer{seen: map[types.NamespacedName]observation{}}
+}
+
+// observe records the Lease state seen at now and returns the updated observation and the one it
+// replaced (zero if none).
+func (o *observer) observe(key types.NamespacedName, st lease.State, podReady *bool, now time.Time) (cur, prev observation) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	prev = o.seen[key]
+	cur = nextObservation(prev, st, podReady, now)
+	o.seen[key] = cur
+	return cur, prev
+}
+
+// noteUngated records that the holder pod uid was ungated.
+func (o *observer) noteUngated(key types.NamespacedName, uid types.UID) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	obs := o.seen[key]
+	obs.ungated = uid
+	o.seen[key] = obs
+}
+
+// failed counts a failed reconcile of the lock and returns how long to wait before retrying.
+func (o *observer) failed(key types.NamespacedName) time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	obs := o.seen[key]
+	obs.failures++
+	o.seen[key] = obs
+	return retryBackoff(obs.failures)
+}
+
+// succeeded records a successful reconcile, ending the lock's retry backoff.
+func (o *observer) succeeded(key types.NamespacedName) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if obs, ok := o.seen[key]; ok && obs.failures > 0 { // a forgotten lock stays forgotten
+		obs.failures = 0
+		o.seen[key] = obs
+	}
+}
+
+// retryBackoff is the wait before retrying after the nth failure in a row: from one second,
+// doubling, up to a minute. A lock whose status writes keep failing costs a write a minute.
+func retryBackoff(n int) time.Duration {
+	const base, limit = time.Second, time.Minute
+	if n > 6 { // base<<6 is already past the limit
+		return limit
+	}
+	return min(base<<max(n-1, 0), limit)
+}
+
+// noteRevoke counts a revocation made by this controller.
+func (o *observer) noteRevoke(key types.NamespacedName) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	obs := o.seen[key]
+	obs.revoked++
+	o.seen[key] = obs
+}
+
+// statusWait returns how long a changed status must wait so that status writes of one lock are
+// at least minInterval apart; zero means write now.
+func (o *observer) statusWait(key types.NamespacedName, now time.Time, minInterval time.Duration) time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.seen[key].status.wait(now, minInterval)
+}
+
+// statusWritten records a status write and returns the revocations made since the previous one.
+func (o *observer) statusWritten(key types.NamespacedName, now time.Time, minInterval time.Duration) (revoked int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	obs := o.seen[key]
+	revoked, obs.revoked = obs.revoked, 0
+	obs.status = obs.status.spend(now, minInterval)
+	o.seen[key] = obs
+	return revoked
+}
+
+// forget drops the observation of a lock that no longer exists.
+func (o *observer) forget(key types.NamespacedName) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.seen, key)
+}
+
+// nextObservation is the pure part of observe. podReady is the holder pod's readiness, nil when
+// the holder is not a pod.
+func nextObservation(prev observation, st lease.State, podReady *bool, now time.Time) observation {
+	cur := prev
+	switch {
+	case prev.holder != st.Holder || prev.token != st.Token || prev.acquiredAt.IsZero():
+		cur.holder, cur.token, cur.renewTime = st.Holder, st.Token, st.RenewTime.DeepCopy()
+		cur.acquiredAt, cur.renewedAt = now, now
+		cur.notReadySince = time.Time{}
+	case !sameTime(prev.renewTime, st.RenewTime):
+		// The value is the holder's claim on its own clock: only the change counts, observed here.
+		cur.renewTime, cur.renewedAt = st.RenewTime.DeepCopy(), now
+	}
+	switch {
+	case podReady == nil || *podReady:
+		cur.notReadySince = time.Time{}
+	case cur.notReadySince.IsZero():
+		cur.notReadySince = now
+	}
+	return cur
+}
+
+// sameTime reports whether two optional times are the same instant (both unset counts as same).
+func sameTime(a, b *metav1.MicroTime) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(b)
+}

@@ -1,0 +1,73 @@
+package controllers
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fencedlock/fencedlock/pkg/lease"
+)
+
+// ending says how the current grant ends in a plan.
+type ending int
+
+const (
+	keep ending = iota
+	release
+	revoke
+)
+
+// plan is what one reconcile does to a lock: at most one Lease write (end the grant, grant the
+// next waiter, or both in a single compare-and-swap) and at most one pod patch (ungate the holder).
+type plan struct {
+	end    ending
+	reason expiryReason // for revoke
+	why    string       // human reason for ending
+	holder *corev1.Pod  // the holder pod, if the holder is a pod that still exists
+	grant  *corev1.Pod  // the waiter to grant
+	ungate *corev1.Pod  // a holder pod still behind the gate (just granted, or a crash in between)
+	// deadline is when the current grant expires if nothing changes; zero: no timer.
+	deadline time.Time
+}
+
+func (p plan) writesLease() bool { return p.end != keep || p.grant != nil }
+
+// planInput is what computePlan decides from: one reconcile's view of a lock.
+type planInput struct {
+	st  lease.State // the Lease as read
+	obs observation // what this controller observed of it, on its own clock
+	// holderPod is the holder pod, nil if the holder is not a pod or its pod no longer exists.
+	holderPod *corev1.Pod
+	queue     []*corev1.Pod // the waiters, in FIFO order (computeQueue)
+	maxHold   time.Duration // spec.maxHoldSeconds; zero: no bound
+	now       time.Time
+}
+
+// computePlan decides what to do with a lock.
+func computePlan(in planInput) plan {
+	st, holderPod := in.st, in.holderPod
+	p := plan{holder: holderPod}
+	switch {
+	case !st.Held():
+	case isPodHolder(st.Holder) && holderPod == nil:
+		p.end, p.why = release, "the holder pod was deleted"
+	case isPodHolder(st.Holder) && podDone(holderPod):
+		p.end, p.why = release, "the holder pod finished ("+string(holderPod.Status.Phase)+")"
+		if !holderPod.DeletionTimestamp.IsZero() {
+			p.why = "the holder pod is being deleted"
+		}
+	default:
+		var reason expiryReason
+		reason, p.deadline = computeExpiry(st, in.obs, in.maxHold, in.now)
+		if reason != expiryNone {
+			p.end, p.reason = revoke, reason
+		} else if holderPod != nil && gated(holderPod) {
+			p.ungate = holderPod
+		}
+	}
+	if (!st.Held() || p.end != keep) && len(in.queue) > 0 {
+		p.grant = in.queue[0]
+		p.deadline = time.Time{}
+	}
+	return p
+}

@@ -1,0 +1,74 @@
+package controllers
+
+import (
+	"context"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+)
+
+// waiterLog remembers, per lock, which queued pods were told they are waiting, so that each pod
+// gets one Waiting event. It holds only the current queues.
+type waiterLog struct {
+	mu    sync.Mutex
+	seen  map[types.NamespacedName]map[types.UID]struct{}
+	total int // pods in all queues
+}
+
+func newWaiterLog() *waiterLog {
+	return &waiterLog{seen: map[types.NamespacedName]map[types.UID]struct{}{}}
+}
+
+// announceWaiters emits a Waiting event for each pod newly seen in the lock's queue.
+func (r *FencedLockReconciler) announceWaiters(fl *locksv1alpha1.FencedLock, queue []*corev1.Pod) {
+	key := types.NamespacedName{Namespace: fl.Namespace, Name: fl.Name}
+	r.waiters.mu.Lock()
+	defer r.waiters.mu.Unlock()
+	old, cur := r.waiters.seen[key], make(map[types.UID]struct{}, len(queue))
+	for i, pod := range queue {
+		cur[pod.UID] = struct{}{}
+		if _, ok := old[pod.UID]; ok {
+			continue
+		}
+		r.Recorder.Eventf(pod, fl, corev1.EventTypeNormal, "Waiting", "Queue",
+			"Waiting for lock %s (position %d of %d)", fl.Name, i+1, len(queue))
+	}
+	r.waiters.set(key, cur)
+}
+
+// reportMissingLock tells pods waiting for a lock that does not exist (yet, or any more) why they
+// wait: they stay gated until a FencedLock of that name exists.
+func (r *FencedLockReconciler) reportMissingLock(ctx context.Context, key types.NamespacedName) error {
+	fl := &locksv1alpha1.FencedLock{}
+	fl.Namespace, fl.Name = key.Namespace, key.Name
+	pods, err := r.lockPods(ctx, fl)
+	if err != nil {
+		return err
+	}
+	r.waiters.mu.Lock()
+	defer r.waiters.mu.Unlock()
+	old, cur := r.waiters.seen[key], map[types.UID]struct{}{}
+	for _, pod := range computeQueue(pods, "") {
+		cur[pod.UID] = struct{}{}
+		if _, ok := old[pod.UID]; !ok {
+			r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "LockNotFound", "Queue",
+				"FencedLock %s does not exist; the pod stays gated until it is created", key.Name)
+		}
+	}
+	r.waiters.set(key, cur)
+	return nil
+}
+
+// set records a lock's current queue (the caller holds w.mu) and updates the queue-length gauge.
+func (w *waiterLog) set(key types.NamespacedName, cur map[types.UID]struct{}) {
+	w.total += len(cur) - len(w.seen[key])
+	if len(cur) == 0 {
+		delete(w.seen, key)
+	} else {
+		w.seen[key] = cur
+	}
+	waitingPods.Set(float64(w.total))
+}
