@@ -10,8 +10,8 @@ import (
 
 // event emits a rate-limited Normal event on a lock.
 func (r *FencedLockReconciler) event(fl *locksv1alpha1.FencedLock, l *coordinationv1.Lease, reason, action, note string, args ...any) {
-	if !r.limiter.allow(types.NamespacedName{Namespace: fl.Namespace, Name: fl.Name}, r.Clock.Now()) {
+	if !r.limiter.allow(types.NamespacedName{Namespace: fl.Namespace, Name: fl.Name}, r.clock.Now()) {
 		return
 	}
-	r.Recorder.Eventf(fl, l, corev1.EventTypeNormal, reason, action, note, args...)
+	r.recorder.Eventf(fl, l, corev1.EventTypeNormal, reason, action, note, args...)
 }

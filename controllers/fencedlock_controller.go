@@ -19,6 +19,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -41,30 +42,53 @@ import (
 )
 
 // FencedLockReconciler keeps each FencedLock's Lease in existence, revokes expired grants and
-// mirrors the Lease into the FencedLock status.
+// mirrors the Lease into the FencedLock status. Build it with NewFencedLockReconciler.
 type FencedLockReconciler struct {
 	client.Client
-	// APIReader reads around the cache, to diagnose a Lease the label-selected cache cannot see.
-	APIReader client.Reader
-	Recorder  events.EventRecorder
-	// Clock is the one clock expiry is judged on.
-	Clock clock.PassiveClock
-	// StatusMinInterval coalesces status writes of a lock that changes hands faster than this.
-	StatusMinInterval time.Duration
-	// EventBurst and EventInterval rate-limit the lock-level Acquired/Released events of a lock
-	// (as the Kubernetes event spam filter does); metrics count every transition.
-	EventBurst    int
-	EventInterval time.Duration
-	// MaxConcurrentReconciles is how many locks are reconciled at once (one lock is never
+	// apiReader reads around the cache, to diagnose a Lease the label-selected cache cannot see.
+	apiReader client.Reader
+	recorder  events.EventRecorder
+	// clock is the one clock expiry is judged on.
+	clock clock.PassiveClock
+	// statusMinInterval coalesces status writes of a lock that changes hands faster than this.
+	statusMinInterval time.Duration
+	// maxConcurrentReconciles is how many locks are reconciled at once (one lock is never
 	// reconciled concurrently with itself).
-	MaxConcurrentReconciles int
-	// AfterPodGrant, if set, runs between the Lease write that grants a pod and the pod patch that
+	maxConcurrentReconciles int
+	// afterPodGrant, if set, runs between the Lease write that grants a pod and the pod patch that
 	// ungates it: the fault-injection tests crash the manager there.
-	AfterPodGrant func()
+	afterPodGrant func()
+	// limiter rate-limits the lock-level Granted/Released events of each lock.
+	limiter *eventLimiter
 
 	observer *observer
 	waiters  *waiterLog
-	limiter  *eventLimiter
+}
+
+// EventReporter is the name the reconciler's events are reported under; pass it to the
+// manager's GetEventRecorder.
+const EventReporter = "fencedlock-controller"
+
+// NewFencedLockReconciler returns a reconciler writing through c, reading around the cache through
+// apiReader (the manager's GetAPIReader) and recording events with recorder. Without options it
+// runs as cmd/manager does by default: on the real clock, with the Default* settings.
+func NewFencedLockReconciler(c client.Client, apiReader client.Reader, recorder events.EventRecorder,
+	opts ...Option) *FencedLockReconciler {
+	r := &FencedLockReconciler{
+		Client:                  c,
+		apiReader:               apiReader,
+		recorder:                recorder,
+		clock:                   clock.RealClock{},
+		statusMinInterval:       DefaultStatusMinInterval,
+		maxConcurrentReconciles: DefaultMaxConcurrentReconciles,
+		limiter:                 newEventLimiter(DefaultEventBurst, DefaultEventInterval),
+		observer:                newObserver(),
+		waiters:                 newWaiterLog(),
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
 }
 
 // Verb grant is no API verb: the admission policies of config/policy recognise the manager by it
@@ -77,7 +101,7 @@ type FencedLockReconciler struct {
 
 // Reconcile brings one FencedLock's Lease and status up to date.
 func (r *FencedLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	now := r.Clock.Now()
+	now := r.clock.Now()
 	wake, err := r.reconcile(ctx, req.NamespacedName, now)
 	if err != nil && !wake.IsZero() {
 		// controller-runtime ignores the Result of a failed reconcile: returning err would trade
@@ -167,12 +191,12 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 	before, status := *fl.Status.DeepCopy(), computeStatus(&fl, st, queue, now)
 	wake := p.deadline // the only timers: a grant's deadline, and a coalesced status write
 	if !equality.Semantic.DeepEqual(before, status) {
-		if wait := r.observer.statusWait(key, now, r.StatusMinInterval); wait > 0 {
+		if wait := r.observer.statusWait(key, now, r.statusMinInterval); wait > 0 {
 			wake = earliest(wake, now.Add(wait))
 		} else if written, err := r.writeStatus(ctx, &fl, status); err != nil {
 			return wake, err
 		} else if written { // events and metrics once per change, even when a write conflicts
-			r.recordTransition(&fl, l, before, st, prev, r.observer.statusWritten(key, now, r.StatusMinInterval), now)
+			r.recordTransition(&fl, l, before, st, prev, r.observer.statusWritten(key, now, r.statusMinInterval), now)
 		}
 	}
 	return wake, nil
@@ -247,22 +271,19 @@ func maxHold(fl *locksv1alpha1.FencedLock) time.Duration {
 // SetupWithManager sets up the controller with the Manager. The manager's cache must select
 // Leases with lease.Selector().
 func (r *FencedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.observer = newObserver()
-	r.waiters = newWaiterLog()
-	r.limiter = newEventLimiter(r.EventBurst, r.EventInterval)
+	if r.observer == nil {
+		return errors.New("FencedLockReconciler must be built by NewFencedLockReconciler")
+	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podLockIndex,
 		func(o client.Object) []string { return []string{o.GetLabels()[locksv1alpha1.LockLabel]} }); err != nil {
 		return fmt.Errorf("indexing pods by lock: %w", err)
-	}
-	if r.Clock == nil {
-		r.Clock = clock.RealClock{}
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&locksv1alpha1.FencedLock{}).
 		Owns(&coordinationv1.Lease{}).
 		// Pods that ask for a lock (the cache holds no others) wake their lock.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(lockOfPod)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.maxConcurrentReconciles)}).
 		Named("fencedlock").
 		Complete(r)
 }

@@ -58,19 +58,19 @@ func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.
 	case release:
 		log.Info("Released lock on behalf of its pod", "holder", st.Holder, "token", st.Token.String(), "why", p.why)
 		if p.holder != nil {
-			r.Recorder.Eventf(p.holder, fl, corev1.EventTypeNormal, locksv1alpha1.ReasonReleased, "Release",
+			r.recorder.Eventf(p.holder, fl, corev1.EventTypeNormal, locksv1alpha1.ReasonReleased, "Release",
 				"Released lock %s (token %s): %s", fl.Name, st.Token, p.why)
 		}
 	}
 	if p.grant == nil {
 		return nil
 	}
-	if r.AfterPodGrant != nil {
-		r.AfterPodGrant()
+	if r.afterPodGrant != nil {
+		r.afterPodGrant()
 	}
 	waitSeconds.Observe(now.Sub(enqueuedAt(p.grant)).Seconds())
 	log.Info("Granted lock to pod", "pod", p.grant.Name, "token", granted.String())
-	r.Recorder.Eventf(p.grant, fl, corev1.EventTypeNormal, "Granted", "Grant",
+	r.recorder.Eventf(p.grant, fl, corev1.EventTypeNormal, "Granted", "Grant",
 		"Granted lock %s with token %s", fl.Name, granted)
 	// If the pod was replaced meanwhile, the Lease write's watch event brings the reconcile that
 	// releases this grant.
@@ -90,7 +90,7 @@ func (r *FencedLockReconciler) recordRevoke(fl *locksv1alpha1.FencedLock, l *coo
 	case expiryNotReady:
 		note = fmt.Sprintf("Holder %s (token %s) was not Ready for %s; revoked", st.Holder, st.Token, st.Duration)
 	}
-	r.Recorder.Eventf(fl, l, corev1.EventTypeWarning, locksv1alpha1.ReasonExpired, "Revoke", note)
+	r.recorder.Eventf(fl, l, corev1.EventTypeWarning, locksv1alpha1.ReasonExpired, "Revoke", note)
 }
 
 // ungate gives a granted pod its token and lets it be scheduled, in one patch. It reports false,

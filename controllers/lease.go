@@ -81,7 +81,7 @@ func (r *FencedLockReconciler) createLease(ctx context.Context, fl *locksv1alpha
 	if apierrors.IsAlreadyExists(err) {
 		// A Lease of this name exists outside our label selection: someone else's Lease.
 		var other coordinationv1.Lease
-		if gerr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(fl), &other); gerr == nil && !metav1.IsControlledBy(&other, fl) {
+		if gerr := r.apiReader.Get(ctx, client.ObjectKeyFromObject(fl), &other); gerr == nil && !metav1.IsControlledBy(&other, fl) {
 			return conflict(fl), nil
 		}
 		return nil, nil // ours after all: the cache catches up

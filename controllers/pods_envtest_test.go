@@ -222,9 +222,9 @@ var _ = Describe("Pods as lock holders", func() {
 		stopManage()
 		replaced := make(chan error, 1)
 		var once sync.Once
-		stop, err := util.StartManager(ctx, cfg, fakeClock, testEnv, func(r *controllers.FencedLockReconciler) {
-			r.AfterPodGrant = func() { once.Do(func() { replaced <- recreatePod(ns, "worker-0", first.UID) }) }
-		})
+		stop, err := util.StartManager(ctx, cfg, fakeClock, testEnv, controllers.WithAfterPodGrant(func() {
+			once.Do(func() { replaced <- recreatePod(ns, "worker-0", first.UID) })
+		}))
 		Expect(err).NotTo(HaveOccurred())
 		stopManage = stop
 		DeferCleanup(func() { stopManage(); startManager() })

@@ -2,7 +2,7 @@ package controllers
 
 import "time"
 
-// statusBudget is a token bucket for status writes: a lock may write statusBurst changes at once,
+// statusBudget is a token bucket for status writes: a lock may write StatusBurst changes at once,
 // then one per minInterval. A lock that changes hands now and then is mirrored at once; one that
 // changes hands hundreds of times a second costs about one status write per minInterval.
 type statusBudget struct {
@@ -10,13 +10,15 @@ type statusBudget struct {
 	at     time.Time // zero: a full bucket
 }
 
-const statusBurst = 5
+// StatusBurst is how many status changes a lock writes at once before the minimum interval
+// paces it.
+const StatusBurst = 5
 
 func (b statusBudget) refill(now time.Time, minInterval time.Duration) float64 {
 	if b.at.IsZero() || minInterval <= 0 {
-		return statusBurst
+		return StatusBurst
 	}
-	return min(statusBurst, b.tokens+float64(now.Sub(b.at))/float64(minInterval))
+	return min(StatusBurst, b.tokens+float64(now.Sub(b.at))/float64(minInterval))
 }
 
 // wait returns how long a changed status must wait; zero means write now.

@@ -8,7 +8,7 @@ import (
 func TestStatusBudget(t *testing.T) {
 	const every = time.Second
 	var b statusBudget
-	for i := range statusBurst {
+	for i := range StatusBurst {
 		if w := b.wait(t0, every); w != 0 {
 			t.Fatalf("write %d of a burst waits %v", i, w)
 		}

@@ -33,7 +33,7 @@ func (r *FencedLockReconciler) announceWaiters(fl *locksv1alpha1.FencedLock, que
 		if _, ok := old[pod.UID]; ok {
 			continue
 		}
-		r.Recorder.Eventf(pod, fl, corev1.EventTypeNormal, "Waiting", "Queue",
+		r.recorder.Eventf(pod, fl, corev1.EventTypeNormal, "Waiting", "Queue",
 			"Waiting for lock %s (position %d of %d)", fl.Name, i+1, len(queue))
 	}
 	r.waiters.set(key, cur)
@@ -54,7 +54,7 @@ func (r *FencedLockReconciler) reportMissingLock(ctx context.Context, key types.
 	for _, pod := range computeQueue(pods, "") {
 		cur[pod.UID] = struct{}{}
 		if _, ok := old[pod.UID]; !ok {
-			r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "LockNotFound", "Queue",
+			r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, "LockNotFound", "Queue",
 				"FencedLock %s does not exist; the pod stays gated until it is created", key.Name)
 		}
 	}

@@ -33,7 +33,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -83,11 +82,13 @@ func main() {
 	flag.StringVar(&webhookCertPath, "webhook-cert-path", "", "The directory that contains the webhook certificate.")
 	flag.StringVar(&webhookCertName, "webhook-cert-name", "tls.crt", "The name of the webhook certificate file.")
 	flag.StringVar(&webhookCertKey, "webhook-cert-key", "tls.key", "The name of the webhook key file.")
-	flag.DurationVar(&statusMinInterval, "status-min-interval", time.Second,
-		"Coalesce FencedLock status writes of a busy lock: after a burst of 5, one per this interval (0: write every change).")
-	flag.IntVar(&concurrency, "max-concurrent-reconciles", 4, "Locks reconciled in parallel.")
-	flag.IntVar(&eventBurst, "event-burst", 10, "Acquired/Released events a lock may emit in a burst (0: unlimited).")
-	flag.DurationVar(&eventInterval, "event-interval", 10*time.Second, "After a burst, one Acquired/Released event per lock per this interval.")
+	flag.DurationVar(&statusMinInterval, "status-min-interval", controllers.DefaultStatusMinInterval, fmt.Sprintf(
+		"Coalesce FencedLock status writes of a busy lock: after a burst of %d, one per this interval (0: write every change).",
+		controllers.StatusBurst))
+	flag.IntVar(&concurrency, "max-concurrent-reconciles", controllers.DefaultMaxConcurrentReconciles, "Locks reconciled in parallel.")
+	flag.IntVar(&eventBurst, "event-burst", controllers.DefaultEventBurst, "Acquired/Released events a lock may emit in a burst (0: unlimited).")
+	flag.DurationVar(&eventInterval, "event-interval", controllers.DefaultEventInterval,
+		"After a burst, one Acquired/Released event per lock per this interval.")
 	flag.BoolVar(&rot.enabled, "cert-rotation", true, "Manage the webhook certificates in-cluster (CA and serving "+
 		"certificate in a Secret, CA injected into the webhook configurations, rotated). Off when --webhook-cert-path is set.")
 	flag.StringVar(&rot.namespace, "cert-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the certificate Secret and the webhook Service.")
@@ -203,19 +204,13 @@ func main() {
 		os.Exit(1)
 	}
 
-	if err := (&controllers.FencedLockReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("fencedlock-controller"),
-		Clock:     clock.RealClock{},
-
-		StatusMinInterval: statusMinInterval,
-		EventBurst:        eventBurst,
-		EventInterval:     eventInterval,
-		AfterPodGrant:     crashFailpoint(),
-
-		MaxConcurrentReconciles: concurrency,
-	}).SetupWithManager(mgr); err != nil {
+	reconciler := controllers.NewFencedLockReconciler(mgr.GetClient(), mgr.GetAPIReader(),
+		mgr.GetEventRecorder(controllers.EventReporter),
+		controllers.WithStatusMinInterval(statusMinInterval),
+		controllers.WithEventRateLimit(eventBurst, eventInterval),
+		controllers.WithMaxConcurrentReconciles(concurrency),
+		controllers.WithAfterPodGrant(crashFailpoint()))
+	if err := reconciler.SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Failed to create controller", "controller", "fencedlock")
 		os.Exit(1)
 	}

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"time"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -80,9 +79,10 @@ func NewEnvironment(extraCRDDirs ...string) (*envtest.Environment, error) {
 
 // NewManager returns a manager running the FencedLock controller on clk and, when env installed
 // webhooks, the fence, configured like cmd/manager (label-selected Lease cache) but without
-// metrics or probe listeners.
+// metrics or probe listeners. The controller writes every status change and every event (see
+// Production for cmd/manager's pacing); opts apply after that.
 func NewManager(cfg *rest.Config, clk clock.PassiveClock, env *envtest.Environment,
-	opts ...func(*controllers.FencedLockReconciler)) (ctrl.Manager, error) {
+	opts ...controllers.Option) (ctrl.Manager, error) {
 	var server webhook.Server
 	if wio := env.WebhookInstallOptions; len(wio.ValidatingWebhooks)+len(wio.MutatingWebhooks) > 0 {
 		server = webhook.NewServer(webhook.Options{
@@ -101,15 +101,12 @@ func NewManager(cfg *rest.Config, clk clock.PassiveClock, env *envtest.Environme
 	if err != nil {
 		return nil, err
 	}
-	r := &controllers.FencedLockReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("fencedlock-controller"),
-		Clock:     clk,
-	}
-	for _, o := range opts {
-		o(r)
-	}
+	// A test reads what a reconcile did at once, on a clock it may hold still: no coalescing, no
+	// event limit, and one reconcile at a time.
+	opts = append([]controllers.Option{controllers.WithClock(clk), controllers.WithStatusMinInterval(0),
+		controllers.WithEventRateLimit(0, 0), controllers.WithMaxConcurrentReconciles(1)}, opts...)
+	r := controllers.NewFencedLockReconciler(mgr.GetClient(), mgr.GetAPIReader(),
+		mgr.GetEventRecorder(controllers.EventReporter), opts...)
 	err = r.SetupWithManager(mgr)
 	if err != nil || server == nil {
 		return mgr, err
@@ -119,17 +116,22 @@ func NewManager(cfg *rest.Config, clk clock.PassiveClock, env *envtest.Environme
 	return mgr, fencewebhook.SetupWithManager(mgr, clock.RealClock{})
 }
 
-// Production configures the controller as cmd/manager does by default: coalesced status writes
-// and rate-limited lock events.
+// Production configures the controller as cmd/manager does by default: coalesced status writes,
+// rate-limited lock events and concurrent reconciles, with NewFencedLockReconciler's defaults.
 func Production(r *controllers.FencedLockReconciler) {
-	r.StatusMinInterval, r.EventBurst, r.EventInterval = time.Second, 10, 10*time.Second
-	r.MaxConcurrentReconciles = 4
+	for _, o := range []controllers.Option{
+		controllers.WithStatusMinInterval(controllers.DefaultStatusMinInterval),
+		controllers.WithEventRateLimit(controllers.DefaultEventBurst, controllers.DefaultEventInterval),
+		controllers.WithMaxConcurrentReconciles(controllers.DefaultMaxConcurrentReconciles),
+	} {
+		o(r)
+	}
 }
 
 // StartManager starts a manager (see NewManager) and returns a function that stops it and waits
 // until it has stopped, as a process exit would.
 func StartManager(ctx context.Context, cfg *rest.Config, clk clock.PassiveClock, env *envtest.Environment,
-	opts ...func(*controllers.FencedLockReconciler)) (stop func(), err error) {
+	opts ...controllers.Option) (stop func(), err error) {
 	mgr, err := NewManager(cfg, clk, env, opts...)
 	if err != nil {
 		return nil, err
