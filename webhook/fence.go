@@ -52,10 +52,8 @@ type Fence struct {
 	Metadata metadata.Interface
 }
 
-var _ admission.Handler = &Fence{}
-
-// Handle implements admission.Handler.
-func (f *Fence) Handle(ctx context.Context, ar admission.Request) admission.Response {
+// answer decides one admission request.
+func (f *Fence) answer(ctx context.Context, ar *reviewRequest) admission.Response {
 	req, err := requestOf(ar)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
@@ -84,7 +82,7 @@ func (f *Fence) Handle(ctx context.Context, ar admission.Request) admission.Resp
 // recordDenial reports a refusal on the lock, one event series per operation, presented token and
 // object: a recorder folds events of the same action and related object into one series that
 // keeps the first message only, so a retry loop stays one event while each token stays visible.
-func (f *Fence) recordDenial(ar admission.Request, req Request, lk Lock, d Decision) {
+func (f *Fence) recordDenial(ar *reviewRequest, req Request, lk Lock, d Decision) {
 	fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ar.Namespace, Name: lockName(lk.Key)}}
 	fl.SetGroupVersionKind(locksv1alpha1.GroupVersion.WithKind("FencedLock"))
 	related := &corev1.ObjectReference{APIVersion: schema.GroupVersion{Group: ar.Kind.Group, Version: ar.Kind.Version}.String(),
@@ -194,35 +192,25 @@ func (f *Fence) terminating(ctx context.Context, namespace string) (*bool, error
 	return new(!ns.DeletionTimestamp.IsZero() || ns.Status.Phase == corev1.NamespaceTerminating), nil
 }
 
-// requestOf extracts the fence's view of an admission request: metadata only.
-func requestOf(ar admission.Request) (Request, error) {
+// requestOf is the fence's view of an admission request.
+func requestOf(ar *reviewRequest) (Request, error) {
 	req := Request{
 		Operation:   ar.Operation,
 		Object:      fmt.Sprintf("%s %s/%s", ar.Resource.Resource, ar.Namespace, ar.Name),
 		Subresource: ar.SubResource,
 		User:        ar.UserInfo,
+		Finalizing:  ar.finalizing,
 	}
 	if parentSubresources[ar.SubResource] {
 		return req, nil // the request object is not the object written: see parentRequest
 	}
-	var err error
-	if req.Old, err = metaOf(ar.OldObject.Raw); err != nil {
-		return req, fmt.Errorf("decoding oldObject: %w", err)
-	}
+	req.Old = ar.OldObject.objectMeta()
 	if ar.Operation != admissionv1.Delete {
-		if req.New, err = metaOf(ar.Object.Raw); err != nil {
-			return req, fmt.Errorf("decoding object: %w", err)
-		}
-		if req.New == nil {
+		if req.New = ar.Object.objectMeta(); req.New == nil {
 			return req, fmt.Errorf("%s request without an object", ar.Operation)
 		}
 		if ar.Name == "" { // generateName: the name is not known yet
 			req.Object = fmt.Sprintf("%s %s/%s*", ar.Resource.Resource, ar.Namespace, req.New.GenerateName)
-		}
-	}
-	if ar.Operation == admissionv1.Update && req.Old != nil && req.Old.DeletionTimestamp != nil {
-		if req.Finalizing, err = onlyFinalizersRemoved(ar.OldObject.Raw, ar.Object.Raw); err != nil {
-			return req, err
 		}
 	}
 	return req, nil
@@ -269,17 +257,6 @@ func stripBookkeeping(obj map[string]any) []any {
 		}
 	}
 	return finalizers
-}
-
-func metaOf(raw []byte) (*metav1.ObjectMeta, error) {
-	if len(raw) == 0 {
-		return nil, nil
-	}
-	var obj metav1.PartialObjectMetadata
-	if err := json.Unmarshal(raw, &obj); err != nil {
-		return nil, err
-	}
-	return &obj.ObjectMeta, nil
 }
 
 func decisionLabel(d Decision) string {

@@ -8,7 +8,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
 // Subresource writes whose request object is not the object they change (a Scale, an Eviction)
@@ -28,7 +27,7 @@ var parentSubresources = map[string]bool{"scale": true, "eviction": true}
 
 // parentRequest completes req, a write through a parent subresource, with the parent's metadata:
 // a scale is an update of the object that cannot present a token, an eviction the DELETE it is.
-func (f *Fence) parentRequest(ctx context.Context, ar admission.Request, req Request) (Request, error) {
+func (f *Fence) parentRequest(ctx context.Context, ar *reviewRequest, req Request) (Request, error) {
 	gvr := ar.Resource
 	parent, err := f.Metadata.Resource(schema.GroupVersionResource{Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource}).Namespace(ar.Namespace).Get(ctx, ar.Name, metav1.GetOptions{})
 	switch {
