@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// eventLimiter is a token bucket per lock for its Acquired/Released events: a lock changing
+// eventLimiter is a token bucket per lock for its Granted/Released events: a lock changing
 // hands a hundred times a second must not write a hundred Events a second. Expiries and pod
 // events are never limited.
 type eventLimiter struct {

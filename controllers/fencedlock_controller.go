@@ -236,18 +236,18 @@ func (r *FencedLockReconciler) recordTransition(fl *locksv1alpha1.FencedLock, l 
 	t := computeTransition(before, st)
 	// Revocations were counted when they were made; every other ended grant was released.
 	if released := int(t.ended) - revoked; released > 0 {
-		releasesTotal.Add(float64(released))
+		countReleases(released)
 	}
 	prevEnded := before.Holder != "" && (!st.Held() || st.Token.String() != before.Token)
 	if prevEnded && !t.lastRevoked {
 		if prev.token.String() == before.Token && !prev.acquiredAt.IsZero() {
-			holdSeconds.Observe(now.Sub(prev.acquiredAt).Seconds())
+			observeHold(now.Sub(prev.acquiredAt))
 		}
-		r.event(fl, l, locksv1alpha1.ReasonReleased, "Release", "Released by %s (token %s)", before.Holder, before.Token)
+		r.event(fl, l, locksv1alpha1.ReasonReleased, actionRelease, "Released by %s (token %s)", before.Holder, before.Token)
 	}
 	grantedNow := st.Held() && st.Token.String() != before.Token
 	if grantedNow {
-		r.event(fl, l, locksv1alpha1.ReasonAcquired, "Grant", "Granted to %s with token %s", st.Holder, st.Token)
+		r.event(fl, l, locksv1alpha1.ReasonGranted, actionGrant, "Granted to %s with token %s", st.Holder, st.Token)
 	}
 	// On a busy lock, status writes are coalesced: say how many grants came and went unseen.
 	unseen := t.granted
@@ -255,10 +255,10 @@ func (r *FencedLockReconciler) recordTransition(fl *locksv1alpha1.FencedLock, l 
 		unseen--
 	}
 	if unseen > 0 {
-		r.event(fl, l, locksv1alpha1.ReasonReleased, "Release",
+		r.event(fl, l, locksv1alpha1.ReasonReleased, actionRelease,
 			"%d more grant(s) were made and released in between (the lock's token is now %s)", unseen, st.Token)
 	}
-	grantsTotal.Add(float64(t.granted))
+	countGrants(t.granted)
 }
 
 func maxHold(fl *locksv1alpha1.FencedLock) time.Duration {

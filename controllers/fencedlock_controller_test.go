@@ -172,7 +172,7 @@ var _ = Describe("FencedLock controller", func() {
 			g2.Expect(meta.FindStatusCondition(cur.Status.Conditions, locksv1alpha1.ConditionHeld).Reason).To(Equal(locksv1alpha1.ReasonReleased))
 		}).Should(Succeed())
 		Eventually(func() []string { return events(ns, "settlement") }).Should(ContainElements(
-			"Acquired: Granted to worker-a with token "+g.Token.String(),
+			"Granted: Granted to worker-a with token "+g.Token.String(),
 			"Released: Released by worker-a (token "+g.Token.String()+")"))
 	})
 

@@ -58,7 +58,7 @@ func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.
 	case release:
 		log.Info("Released lock on behalf of its pod", "holder", st.Holder, "token", st.Token.String(), "why", p.why)
 		if p.holder != nil {
-			r.recorder.Eventf(p.holder, fl, corev1.EventTypeNormal, locksv1alpha1.ReasonReleased, "Release",
+			r.recorder.Eventf(p.holder, fl, corev1.EventTypeNormal, locksv1alpha1.ReasonReleased, actionRelease,
 				"Released lock %s (token %s): %s", fl.Name, st.Token, p.why)
 		}
 	}
@@ -68,9 +68,9 @@ func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.
 	if r.afterPodGrant != nil {
 		r.afterPodGrant()
 	}
-	waitSeconds.Observe(now.Sub(enqueuedAt(p.grant)).Seconds())
+	observeWait(now.Sub(enqueuedAt(p.grant)))
 	log.Info("Granted lock to pod", "pod", p.grant.Name, "token", granted.String())
-	r.recorder.Eventf(p.grant, fl, corev1.EventTypeNormal, "Granted", "Grant",
+	r.recorder.Eventf(p.grant, fl, corev1.EventTypeNormal, locksv1alpha1.ReasonGranted, actionGrant,
 		"Granted lock %s with token %s", fl.Name, granted)
 	// If the pod was replaced meanwhile, the Lease write's watch event brings the reconcile that
 	// releases this grant.
@@ -81,8 +81,7 @@ func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.
 // recordRevoke reports a revocation: metrics, a log line and events.
 func (r *FencedLockReconciler) recordRevoke(fl *locksv1alpha1.FencedLock, l *coordinationv1.Lease, st lease.State,
 	reason expiryReason, held time.Duration) {
-	expirationsTotal.WithLabelValues(string(reason)).Inc()
-	holdSeconds.Observe(held.Seconds())
+	countExpiration(reason, held)
 	note := fmt.Sprintf("Grant of %s (token %s) was not renewed within %s; revoked", st.Holder, st.Token, st.Duration)
 	switch reason {
 	case expiryMaxHold:
@@ -90,7 +89,7 @@ func (r *FencedLockReconciler) recordRevoke(fl *locksv1alpha1.FencedLock, l *coo
 	case expiryNotReady:
 		note = fmt.Sprintf("Holder %s (token %s) was not Ready for %s; revoked", st.Holder, st.Token, st.Duration)
 	}
-	r.recorder.Eventf(fl, l, corev1.EventTypeWarning, locksv1alpha1.ReasonExpired, "Revoke", note)
+	r.recorder.Eventf(fl, l, corev1.EventTypeWarning, locksv1alpha1.ReasonExpired, actionRevoke, note)
 }
 
 // ungate gives a granted pod its token and lets it be scheduled, in one patch. It reports false,

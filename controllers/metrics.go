@@ -1,11 +1,15 @@
 package controllers
 
 import (
+	"fmt"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// Metrics carry no per-lock labels: a cluster may hold tens of thousands of locks.
+// Metrics carry no per-lock labels: a cluster may hold tens of thousands of locks. They are
+// recorded only through the functions below, so each label takes only the values its Help lists.
 var (
 	grantsTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fencedlock_grants_total",
@@ -17,12 +21,14 @@ var (
 	})
 	expirationsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencedlock_expirations_total",
-		Help: "Grants the controller revoked, by reason (lease: not renewed in time; max-hold: held longer than spec.maxHoldSeconds).",
+		Help: fmt.Sprintf("Grants the controller revoked, by reason (%s: not renewed in time; "+
+			"%s: held longer than spec.maxHoldSeconds; %s: a pod holder not Ready for longer than the lease).",
+			expiryLease, expiryMaxHold, expiryNotReady),
 	}, []string{"reason"})
 	holdSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "fencedlock_hold_seconds",
 		Help:    "How long grants were held, from observed grant to observed release or revocation.",
-		Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
+		Buckets: durationBuckets,
 	})
 	waitingPods = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fencedlock_waiting_pods",
@@ -31,10 +37,34 @@ var (
 	waitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "fencedlock_wait_seconds",
 		Help:    "How long queued holders waited from entering the queue to their grant.",
-		Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
+		Buckets: durationBuckets,
 	})
 )
+
+// durationBuckets span 10 ms to 44 min, for holds and waits alike.
+var durationBuckets = prometheus.ExponentialBuckets(0.01, 4, 10)
 
 func init() {
 	metrics.Registry.MustRegister(grantsTotal, releasesTotal, expirationsTotal, holdSeconds, waitSeconds, waitingPods)
 }
+
+// countGrants counts grants made, possibly several seen at once on a busy lock.
+func countGrants(n int32) { grantsTotal.Add(float64(n)) }
+
+// countReleases counts grants their holder released.
+func countReleases(n int) { releasesTotal.Add(float64(n)) }
+
+// countExpiration counts a revocation and the hold it ended.
+func countExpiration(reason expiryReason, held time.Duration) {
+	expirationsTotal.WithLabelValues(string(reason)).Inc()
+	observeHold(held)
+}
+
+// observeHold records how long a grant was held.
+func observeHold(held time.Duration) { holdSeconds.Observe(held.Seconds()) }
+
+// observeWait records how long a pod waited in the queue for its grant.
+func observeWait(waited time.Duration) { waitSeconds.Observe(waited.Seconds()) }
+
+// setWaitingPods sets the number of pods queued over all locks.
+func setWaitingPods(n int) { waitingPods.Set(float64(n)) }

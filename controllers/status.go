@@ -66,7 +66,7 @@ func shownIdentity(id string) string {
 func setHeldCondition(s *locksv1alpha1.FencedLockStatus, gen int64, st lease.State, now time.Time) {
 	switch {
 	case st.Held():
-		setCondition(s, gen, locksv1alpha1.ConditionHeld, metav1.ConditionTrue, locksv1alpha1.ReasonAcquired,
+		setCondition(s, gen, locksv1alpha1.ConditionHeld, metav1.ConditionTrue, locksv1alpha1.ReasonGranted,
 			fmt.Sprintf("Held by %s with token %s", shownIdentity(st.Holder), st.Token), now)
 	case !st.RevokedToken.IsZero() && st.RevokedToken == st.Token:
 		setCondition(s, gen, locksv1alpha1.ConditionHeld, metav1.ConditionFalse, locksv1alpha1.ReasonExpired,

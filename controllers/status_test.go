@@ -51,7 +51,7 @@ func TestComputeStatus(t *testing.T) {
 		wantReason string
 	}{
 		{"held", lease.State{Holder: "a", Token: tokenOf(7), Transitions: 1, RenewTime: &renew, AcquireTime: &renew},
-			metav1.ConditionTrue, locksv1alpha1.ReasonAcquired},
+			metav1.ConditionTrue, locksv1alpha1.ReasonGranted},
 		{"never acquired", lease.State{Token: tokenOf(7)}, metav1.ConditionFalse, locksv1alpha1.ReasonAvailable},
 		{"released", lease.State{Token: tokenOf(7), Transitions: 1}, metav1.ConditionFalse, locksv1alpha1.ReasonReleased},
 		{"expired", lease.State{Token: tokenOf(7), RevokedToken: tokenOf(7), Transitions: 1}, metav1.ConditionFalse, locksv1alpha1.ReasonExpired},

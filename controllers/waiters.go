@@ -33,7 +33,7 @@ func (r *FencedLockReconciler) announceWaiters(fl *locksv1alpha1.FencedLock, que
 		if _, ok := old[pod.UID]; ok {
 			continue
 		}
-		r.recorder.Eventf(pod, fl, corev1.EventTypeNormal, "Waiting", "Queue",
+		r.recorder.Eventf(pod, fl, corev1.EventTypeNormal, locksv1alpha1.ReasonWaiting, actionQueue,
 			"Waiting for lock %s (position %d of %d)", fl.Name, i+1, len(queue))
 	}
 	r.waiters.set(key, cur)
@@ -54,7 +54,7 @@ func (r *FencedLockReconciler) reportMissingLock(ctx context.Context, key types.
 	for _, pod := range computeQueue(pods, "") {
 		cur[pod.UID] = struct{}{}
 		if _, ok := old[pod.UID]; !ok {
-			r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, "LockNotFound", "Queue",
+			r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, locksv1alpha1.ReasonLockNotFound, actionQueue,
 				"FencedLock %s does not exist; the pod stays gated until it is created", key.Name)
 		}
 	}
@@ -70,5 +70,5 @@ func (w *waiterLog) set(key types.NamespacedName, cur map[types.UID]struct{}) {
 	} else {
 		w.seen[key] = cur
 	}
-	waitingPods.Set(float64(w.total))
+	setWaitingPods(w.total)
 }

@@ -1,14 +1,26 @@
 package webhook
 
 import (
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// admittedReasons and deniedReasons are the reason label's values, for the Help text (a test
+// checks that every Reason is one of them).
+var (
+	admittedReasons = []string{ReasonCurrent, ReasonUnfenced, ReasonNamespaceTerminating, ReasonFinalizing}
+	deniedReasons   = []string{ReasonMissingToken, ReasonMalformedToken, ReasonStaleToken, ReasonStaleObjectToken,
+		ReasonForgedToken, ReasonLockNotFound, ReasonLockNotReady, ReasonInvalidLabel, ReasonRelabel, ReasonNotHolder,
+		ReasonNotHeld, ReasonPolicyMissing, ReasonSubresource}
 )
 
 var (
 	fenceDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencedlock_fence_decisions_total",
-		Help: "Fenced writes the webhook admitted or denied, by decision and reason.",
+		Help: "Fenced writes the webhook admitted or denied, by decision and reason (admitted: " +
+			strings.Join(admittedReasons, ", ") + "; denied: " + strings.Join(deniedReasons, ", ") + ").",
 	}, []string{"decision", "reason"})
 	fenceLiveReads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencedlock_fence_live_reads_total",

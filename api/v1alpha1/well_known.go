@@ -42,20 +42,39 @@ const (
 	LockLabel = "fencedlock.io/lock"
 )
 
-// Condition types and reasons of a FencedLock.
+// Condition types of a FencedLock.
 const (
 	// ConditionReady is True when the backing Lease exists, is owned by the lock and carries a token.
 	ConditionReady = "Ready"
 	// ConditionHeld is True while a holder has the lock.
 	ConditionHeld = "Held"
+)
 
+// Reasons of the FencedLock conditions and of the controller's events. One happening has one name
+// wherever it shows: a grant is Granted in the Held condition, in the lock's event and in the
+// granted pod's event.
+const (
+	// Reasons of the Ready condition.
 	ReasonLeaseReady    = "LeaseReady"
 	ReasonLeaseCreating = "LeaseCreating"
 	ReasonLeaseConflict = "LeaseConflict"
-	ReasonAcquired      = "Acquired"
-	ReasonAvailable     = "Available"
-	ReasonReleased      = "Released"
-	ReasonExpired       = "Expired"
+
+	// ReasonGranted: the lock was granted (Held True; an event on the lock and on a granted pod).
+	ReasonGranted = "Granted"
+	// ReasonReleased: the holder released the lock, or the controller released it for a finished
+	// or deleted pod (Held False; an event on the lock and on the pod).
+	ReasonReleased = "Released"
+	// ReasonExpired: the controller revoked an expired grant (Held False; a Warning event on the
+	// lock).
+	ReasonExpired = "Expired"
+	// ReasonAvailable: the lock was never granted (Held False).
+	ReasonAvailable = "Available"
+
+	// ReasonWaiting: a pod joined the lock's queue (an event on the pod).
+	ReasonWaiting = "Waiting"
+	// ReasonLockNotFound: a pod asks for a FencedLock that does not exist (a Warning event on the
+	// pod). The fence reports a fenced object of a missing lock by the same name.
+	ReasonLockNotFound = "LockNotFound"
 )
 
 // ManagedByLabel and ManagedByValue mark the Leases fencedlock's controller creates, so the

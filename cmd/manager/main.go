@@ -86,9 +86,9 @@ func main() {
 		"Coalesce FencedLock status writes of a busy lock: after a burst of %d, one per this interval (0: write every change).",
 		controllers.StatusBurst))
 	flag.IntVar(&concurrency, "max-concurrent-reconciles", controllers.DefaultMaxConcurrentReconciles, "Locks reconciled in parallel.")
-	flag.IntVar(&eventBurst, "event-burst", controllers.DefaultEventBurst, "Acquired/Released events a lock may emit in a burst (0: unlimited).")
+	flag.IntVar(&eventBurst, "event-burst", controllers.DefaultEventBurst, "Granted/Released events a lock may emit in a burst (0: unlimited).")
 	flag.DurationVar(&eventInterval, "event-interval", controllers.DefaultEventInterval,
-		"After a burst, one Acquired/Released event per lock per this interval.")
+		"After a burst, one Granted/Released event per lock per this interval.")
 	flag.BoolVar(&rot.enabled, "cert-rotation", true, "Manage the webhook certificates in-cluster (CA and serving "+
 		"certificate in a Secret, CA injected into the webhook configurations, rotated). Off when --webhook-cert-path is set.")
 	flag.StringVar(&rot.namespace, "cert-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the certificate Secret and the webhook Service.")
