@@ -3,7 +3,7 @@ package controllers
 import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 )
@@ -19,7 +19,7 @@ const (
 
 // event emits a rate-limited Normal event on a lock.
 func (r *FencedLockReconciler) event(fl *locksv1alpha1.FencedLock, l *coordinationv1.Lease, reason, action, note string, args ...any) {
-	if !r.limiter.allow(types.NamespacedName{Namespace: fl.Namespace, Name: fl.Name}, r.clock.Now()) {
+	if !r.limiter.allow(client.ObjectKeyFromObject(fl), r.clock.Now()) {
 		return
 	}
 	r.recorder.Eventf(fl, l, corev1.EventTypeNormal, reason, action, note, args...)

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
 )
 
@@ -61,7 +62,7 @@ func computePlan(in planInput) plan {
 		reason, p.deadline = computeExpiry(st, in.obs, in.maxHold, in.now)
 		if reason != expiryNone {
 			p.end, p.reason = revoke, reason
-		} else if holderPod != nil && gated(holderPod) {
+		} else if holderPod != nil && locksv1alpha1.HasLockGate(holderPod) {
 			p.ungate = holderPod
 		}
 	}

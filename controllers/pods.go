@@ -28,12 +28,6 @@ func podIsHolder(holder string, pod *corev1.Pod) bool {
 
 func isPodHolder(holder string) bool { return strings.HasPrefix(holder, locksv1alpha1.PodHolderPrefix) }
 
-func gated(pod *corev1.Pod) bool {
-	return slices.ContainsFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
-		return g.Name == locksv1alpha1.SchedulingGate
-	})
-}
-
 func podDone(pod *corev1.Pod) bool {
 	return !pod.DeletionTimestamp.IsZero() || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }
@@ -65,7 +59,7 @@ func computeQueue(pods []corev1.Pod, holder string) []*corev1.Pod {
 	var ws []waiter
 	for i := range pods {
 		p := &pods[i]
-		if gated(p) && p.DeletionTimestamp.IsZero() && !podIsHolder(holder, p) {
+		if locksv1alpha1.HasLockGate(p) && p.DeletionTimestamp.IsZero() && !podIsHolder(holder, p) {
 			ws = append(ws, waiter{p, enqueuedAt(p)})
 		}
 	}

@@ -45,21 +45,12 @@ func getPod(ns, name string) *corev1.Pod {
 	return p
 }
 
-func isGated(p *corev1.Pod) bool {
-	for _, g := range p.Spec.SchedulingGates {
-		if g.Name == locksv1alpha1.SchedulingGate {
-			return true
-		}
-	}
-	return false
-}
-
 // granted waits until pod name is ungated with a token and returns the token.
 func granted(ns, name string) token.Token {
 	var tok token.Token
 	EventuallyWithOffset(1, func(g Gomega) {
 		p := getPod(ns, name)
-		g.Expect(isGated(p)).To(BeFalse(), "pod %s still gated", name)
+		g.Expect(locksv1alpha1.HasLockGate(p)).To(BeFalse(), "pod %s still gated", name)
 		t, err := token.Parse(p.Annotations[locksv1alpha1.TokenAnnotation])
 		g.Expect(err).NotTo(HaveOccurred())
 		tok = t
@@ -81,7 +72,7 @@ func setPodStatus(ns, name string, phase corev1.PodPhase, ready bool) {
 
 func stillGated(ns string, names ...string) {
 	for _, n := range names {
-		ExpectWithOffset(1, isGated(getPod(ns, n))).To(BeTrue(), "pod %s must stay gated", n)
+		ExpectWithOffset(1, locksv1alpha1.HasLockGate(getPod(ns, n))).To(BeTrue(), "pod %s must stay gated", n)
 	}
 }
 
@@ -96,7 +87,7 @@ var _ = Describe("Pods as lock holders", func() {
 			newPod(ns, n, "jobs")
 		}
 		p := getPod(ns, "p-c")
-		Expect(isGated(p)).To(BeTrue())
+		Expect(locksv1alpha1.HasLockGate(p)).To(BeTrue())
 		Expect(p.Annotations).To(HaveKey(locksv1alpha1.EnqueuedAnnotation))
 		Eventually(func(g Gomega) {
 			st := getLock(fl).Status
@@ -104,7 +95,7 @@ var _ = Describe("Pods as lock holders", func() {
 			g.Expect(st.Waiters).To(HaveLen(3))
 			g.Expect([]string{st.Waiters[0].Pod, st.Waiters[1].Pod, st.Waiters[2].Pod}).To(Equal([]string{"p-c", "p-a", "p-b"}))
 		}).Should(Succeed())
-		Consistently(func() bool { return isGated(getPod(ns, "p-c")) }, "300ms").Should(BeTrue())
+		Consistently(func() bool { return locksv1alpha1.HasLockGate(getPod(ns, "p-c")) }, "300ms").Should(BeTrue())
 
 		Expect(holder.Release(ctx)).To(Succeed())
 		t1 := granted(ns, "p-c")
@@ -168,7 +159,7 @@ var _ = Describe("Pods as lock holders", func() {
 		Eventually(func() int32 { return getLock(fl).Status.WaitingCount }).Should(Equal(int32(1)))
 		fakeClock.Step(10 * time.Second)
 		poke(fl)
-		Consistently(func() bool { return isGated(getPod(ns, "next")) }, "300ms").Should(BeTrue())
+		Consistently(func() bool { return locksv1alpha1.HasLockGate(getPod(ns, "next")) }, "300ms").Should(BeTrue())
 
 		fakeClock.Step(6 * time.Second)
 		poke(fl)
@@ -198,7 +189,7 @@ var _ = Describe("Pods as lock holders", func() {
 			return err
 		})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(isGated(getPod(ns, "victim"))).To(BeTrue())
+		Expect(locksv1alpha1.HasLockGate(getPod(ns, "victim"))).To(BeTrue())
 
 		By("a restarted controller ungates that pod with that token")
 		startManager()
@@ -235,7 +226,7 @@ var _ = Describe("Pods as lock holders", func() {
 		Eventually(func(g Gomega) {
 			p := getPod(ns, "worker-0")
 			g.Expect(p.UID).NotTo(Equal(first.UID))
-			g.Expect(isGated(p)).To(BeFalse(), "the namesake is granted in its turn")
+			g.Expect(locksv1alpha1.HasLockGate(p)).To(BeFalse(), "the namesake is granted in its turn")
 			st := leaseState(ns, "jobs")
 			g.Expect(st.Holder).To(Equal(locksv1alpha1.PodHolderIdentity(p.Name, string(p.UID))),
 				"an ungated pod holds the lock under its own UID")
@@ -256,7 +247,7 @@ var _ = Describe("Pods as lock holders", func() {
 		Expect(err).To(HaveOccurred(), "the old pod's patch must not land on its namesake")
 		Expect(controllers.PodReplaced(err)).To(BeTrue(), "refusal not recognized: %v", err)
 		p := getPod(ns, "worker-0")
-		Expect(isGated(p)).To(BeTrue())
+		Expect(locksv1alpha1.HasLockGate(p)).To(BeTrue())
 		Expect(p.Annotations).NotTo(HaveKey(locksv1alpha1.TokenAnnotation))
 
 		By("a patch made for the namesake lands")
@@ -264,7 +255,7 @@ var _ = Describe("Pods as lock holders", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(k8sClient.Patch(ctx, p.DeepCopy(), patch)).To(Succeed())
 		p = getPod(ns, "worker-0")
-		Expect(isGated(p)).To(BeFalse())
+		Expect(locksv1alpha1.HasLockGate(p)).To(BeFalse())
 		Expect(p.Annotations).To(HaveKeyWithValue(locksv1alpha1.TokenAnnotation, "43"))
 	})
 
@@ -304,7 +295,7 @@ var _ = Describe("Pods as lock holders", func() {
 		By("the lock is deleted while a pod waits: it stays gated")
 		newPod(ns, "orphan", "not-yet")
 		Expect(k8sClient.Delete(ctx, getLock(fl))).To(Succeed())
-		Consistently(func() bool { return isGated(getPod(ns, "orphan")) }, "300ms").Should(BeTrue())
+		Consistently(func() bool { return locksv1alpha1.HasLockGate(getPod(ns, "orphan")) }, "300ms").Should(BeTrue())
 	})
 })
 

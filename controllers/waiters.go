@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 )
@@ -24,19 +25,10 @@ func newWaiterLog() *waiterLog {
 
 // announceWaiters emits a Waiting event for each pod newly seen in the lock's queue.
 func (r *FencedLockReconciler) announceWaiters(fl *locksv1alpha1.FencedLock, queue []*corev1.Pod) {
-	key := types.NamespacedName{Namespace: fl.Namespace, Name: fl.Name}
-	r.waiters.mu.Lock()
-	defer r.waiters.mu.Unlock()
-	old, cur := r.waiters.seen[key], make(map[types.UID]struct{}, len(queue))
-	for i, pod := range queue {
-		cur[pod.UID] = struct{}{}
-		if _, ok := old[pod.UID]; ok {
-			continue
-		}
+	r.waiters.announce(client.ObjectKeyFromObject(fl), queue, func(i int, pod *corev1.Pod) {
 		r.recorder.Eventf(pod, fl, corev1.EventTypeNormal, locksv1alpha1.ReasonWaiting, actionQueue,
 			"Waiting for lock %s (position %d of %d)", fl.Name, i+1, len(queue))
-	}
-	r.waiters.set(key, cur)
+	})
 }
 
 // reportMissingLock tells pods waiting for a lock that does not exist (yet, or any more) why they
@@ -48,18 +40,26 @@ func (r *FencedLockReconciler) reportMissingLock(ctx context.Context, key types.
 	if err != nil {
 		return err
 	}
-	r.waiters.mu.Lock()
-	defer r.waiters.mu.Unlock()
-	old, cur := r.waiters.seen[key], map[types.UID]struct{}{}
-	for _, pod := range computeQueue(pods, "") {
+	r.waiters.announce(key, computeQueue(pods, ""), func(_ int, pod *corev1.Pod) {
+		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, locksv1alpha1.ReasonLockNotFound, actionQueue,
+			"FencedLock %s does not exist; the pod stays gated until it is created", key.Name)
+	})
+	return nil
+}
+
+// announce records queue as the lock's current queue and calls tell with the position of each pod
+// that was not in it before: each pod is told once while it waits. tell runs under w.mu.
+func (w *waiterLog) announce(key types.NamespacedName, queue []*corev1.Pod, tell func(i int, pod *corev1.Pod)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	old, cur := w.seen[key], make(map[types.UID]struct{}, len(queue))
+	for i, pod := range queue {
 		cur[pod.UID] = struct{}{}
 		if _, ok := old[pod.UID]; !ok {
-			r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, locksv1alpha1.ReasonLockNotFound, actionQueue,
-				"FencedLock %s does not exist; the pod stays gated until it is created", key.Name)
+			tell(i, pod)
 		}
 	}
-	r.waiters.set(key, cur)
-	return nil
+	w.set(key, cur)
 }
 
 // set records a lock's current queue (the caller holds w.mu) and updates the queue-length gauge.

@@ -9,7 +9,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/fence"
@@ -138,9 +137,9 @@ func Target(req Request) (string, *Decision) {
 		d := allow(ReasonUnfenced)
 		return "", &d
 	}
-	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		d := deny(ReasonInvalidLabel, "%s: label %s=%q does not name a FencedLock: %s",
-			req.Object, locksv1alpha1.FencedByLabel, name, strings.Join(errs, "; "))
+	if err := locksv1alpha1.ValidateLockName(name); err != nil {
+		d := deny(ReasonInvalidLabel, "%s: label %s=%q does not name a FencedLock: %v",
+			req.Object, locksv1alpha1.FencedByLabel, name, err)
 		return "", &d
 	}
 	return name, nil

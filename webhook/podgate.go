@@ -3,12 +3,9 @@ package webhook
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -42,10 +39,10 @@ func gatePod(pod *corev1.Pod, now time.Time) error {
 	if !ok {
 		return nil
 	}
-	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return fmt.Errorf("label %s=%q does not name a FencedLock: %s", locksv1alpha1.LockLabel, name, strings.Join(errs, "; "))
+	if err := locksv1alpha1.ValidateLockName(name); err != nil {
+		return fmt.Errorf("label %s=%q does not name a FencedLock: %w", locksv1alpha1.LockLabel, name, err)
 	}
-	if !slices.ContainsFunc(pod.Spec.SchedulingGates, isLockGate) {
+	if !locksv1alpha1.HasLockGate(pod) {
 		pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: locksv1alpha1.SchedulingGate})
 	}
 	if pod.Annotations == nil {
@@ -55,5 +52,3 @@ func gatePod(pod *corev1.Pod, now time.Time) error {
 	pod.Annotations[locksv1alpha1.EnqueuedAnnotation] = now.UTC().Format(time.RFC3339Nano)
 	return nil
 }
-
-func isLockGate(g corev1.PodSchedulingGate) bool { return g.Name == locksv1alpha1.SchedulingGate }

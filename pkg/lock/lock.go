@@ -191,12 +191,9 @@ func (l *Locker) TryAcquire(ctx context.Context) (*Grant, error) {
 		return g, err
 	}
 	for {
-		cur, err := l.leases.Get(ctx, l.name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("lock %s: %w", l.key(), ErrNoLease)
-		}
+		cur, err := l.getLease(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("lock %s: reading lease: %w", l.key(), err)
+			return nil, err
 		}
 		g, err := l.grant(ctx, cur)
 		if apierrors.IsConflict(err) {
@@ -393,6 +390,18 @@ func (l *Locker) Attach(ctx context.Context, tok token.Token) (*Grant, error) {
 	if l.err != nil {
 		return nil, l.err
 	}
+	cur, err := l.getLease(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := lease.CheckHolder(cur, l.identity, tok); err != nil {
+		return nil, err
+	}
+	return &Grant{locker: l, Token: tok, lease: cur, renewedAt: l.clock.Now(), lost: make(chan struct{})}, nil
+}
+
+// getLease reads the lock's Lease; a missing one is an error wrapping ErrNoLease.
+func (l *Locker) getLease(ctx context.Context) (*coordinationv1.Lease, error) {
 	cur, err := l.leases.Get(ctx, l.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("lock %s: %w", l.key(), ErrNoLease)
@@ -400,10 +409,7 @@ func (l *Locker) Attach(ctx context.Context, tok token.Token) (*Grant, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: reading lease: %w", l.key(), err)
 	}
-	if err := lease.CheckHolder(cur, l.identity, tok); err != nil {
-		return nil, err
-	}
-	return &Grant{locker: l, Token: tok, lease: cur, renewedAt: l.clock.Now(), lost: make(chan struct{})}, nil
+	return cur, nil
 }
 
 // grant tries one compare-and-swap from cur. Conflicts are returned unwrapped.
@@ -490,12 +496,12 @@ func (g *Grant) update(ctx context.Context, mutate func(*coordinationv1.Lease) e
 		if !apierrors.IsConflict(err) {
 			return err
 		}
-		cur, err = l.leases.Get(ctx, l.name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
+		cur, err = l.getLease(ctx)
+		if errors.Is(err, ErrNoLease) {
 			return &lease.LostError{Holder: l.identity, Token: g.Token}
 		}
 		if err != nil {
-			return fmt.Errorf("lock %s: reading lease: %w", l.key(), err)
+			return err
 		}
 	}
 }

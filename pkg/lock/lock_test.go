@@ -13,10 +13,15 @@ import (
 	"syscall"
 	"testing"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
 )
 
@@ -98,5 +103,30 @@ func TestRetryable(t *testing.T) {
 		if got := retryable(wrap(c.err)); got != c.want {
 			t.Errorf("retryable(%v) = %v; want %v", c.err, got, c.want)
 		}
+	}
+}
+
+// A missing Lease is ErrNoLease to TryAcquire and Attach, and a lost grant to a renewal that
+// re-reads it after a conflict.
+func TestMissingLease(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	l := New(cs.CoordinationV1(), "ns", "lock", WithIdentity("me"))
+	if _, err := l.TryAcquire(ctx); !errors.Is(err, ErrNoLease) {
+		t.Errorf("TryAcquire: %v", err)
+	}
+	if _, err := l.Attach(ctx, 5); !errors.Is(err, ErrNoLease) {
+		t.Errorf("Attach: %v", err)
+	}
+
+	held := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lock", ResourceVersion: "5",
+		Annotations: map[string]string{locksv1alpha1.TokenAnnotation: "5"}}}
+	held.Spec.HolderIdentity = new("me")
+	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "leases"}, "lock", errors.New("changed"))
+	})
+	g := &Grant{locker: l, Token: 5, lease: held, lost: make(chan struct{})}
+	if err := g.Renew(ctx); !lease.IsLost(err) || !lease.IsLost(g.Err()) {
+		t.Errorf("Renew of a grant whose Lease is gone: %v (grant: %v)", err, g.Err())
 	}
 }

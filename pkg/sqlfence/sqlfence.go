@@ -104,18 +104,7 @@ type Table struct {
 // key, and one wrapping *fence.StaleTokenError (ByObject set) if the row was written with a
 // greater token. An empty values map only raises the row's token.
 func (t Table) Update(ctx context.Context, db Execer, id any, tok token.Token, values map[string]any) error {
-	q, args, err := t.updateSQL(id, tok, values)
-	if err != nil {
-		return err
-	}
-	res, err := db.ExecContext(ctx, q, args...)
-	if err != nil {
-		return fmt.Errorf("fenced update of %s: %w", t.row(id), err)
-	}
-	if applied, err := affected(res); err != nil || applied {
-		return err
-	}
-	return t.explain(ctx, db, id, tok, false)
+	return t.write(ctx, db, id, tok, values, false)
 }
 
 // Upsert inserts the row whose key is id with the given columns and token tok or, if the key
@@ -123,18 +112,28 @@ func (t Table) Update(ctx context.Context, db Execer, id any, tok token.Token, v
 // wrapping *fence.StaleTokenError (ByObject set) if the row was written with a greater token.
 // The key column needs a unique constraint (or be the primary key) for ON CONFLICT.
 func (t Table) Upsert(ctx context.Context, db Execer, id any, tok token.Token, values map[string]any) error {
-	q, args, err := t.upsertSQL(id, tok, values)
+	return t.write(ctx, db, id, tok, values, true)
+}
+
+// write runs one fenced statement, an update or an upsert, and explains a refusal.
+func (t Table) write(ctx context.Context, db Execer, id any, tok token.Token, values map[string]any,
+	upsert bool) error {
+	build, verb := t.updateSQL, "update"
+	if upsert {
+		build, verb = t.upsertSQL, "upsert"
+	}
+	q, args, err := build(id, tok, values)
 	if err != nil {
 		return err
 	}
 	res, err := db.ExecContext(ctx, q, args...)
 	if err != nil {
-		return fmt.Errorf("fenced upsert of %s: %w", t.row(id), err)
+		return fmt.Errorf("fenced %s of %s: %w", verb, t.row(id), err)
 	}
 	if applied, err := affected(res); err != nil || applied {
 		return err
 	}
-	return t.explain(ctx, db, id, tok, true)
+	return t.explain(ctx, db, id, tok, upsert)
 }
 
 // updateSQL builds
