@@ -207,7 +207,9 @@ var _ = Describe("The fence", func() {
 		for i := range 5 {
 			Expect(writeCM(ns, "ledger", b.String(), fmt.Sprint(i))).To(Succeed())
 		}
-		Expect(fenceCounter("admitted", "Current") - admittedBefore).To(Equal(5.0))
+		// At least these five: the counter is the process's, and the API server may call the
+		// webhook again when it retries an update internally.
+		Expect(fenceCounter("admitted", "Current") - admittedBefore).To(BeNumerically(">=", 5.0))
 		Expect(counterValue("fencedlock_fence_live_reads_total", map[string]string{"why": "strict"})).To(Equal(strictBefore))
 
 		setFence(ns, "settlement", `{"mode":"Strict"}`)
