@@ -239,7 +239,14 @@ func (r *FencedLockReconciler) recordTransition(fl *locksv1alpha1.FencedLock, l 
 		countReleases(released)
 	}
 	prevEnded := before.Holder != "" && (!st.Held() || st.Token.String() != before.Token)
-	if prevEnded && !t.lastRevoked {
+	// A recreated Lease starts again at zero transitions: the grant ended with its Lease, not by
+	// a release.
+	leaseDeleted := prevEnded && !st.Held() && st.Transitions == 0
+	if leaseDeleted {
+		r.recorder.Eventf(fl, l, corev1.EventTypeWarning, locksv1alpha1.ReasonLeaseDeleted, actionRevoke,
+			"The Lease was deleted while %s held it with token %s; recreated with token %s", before.Holder, before.Token, st.Token)
+	}
+	if prevEnded && !t.lastRevoked && !leaseDeleted {
 		if prev.token.String() == before.Token && !prev.acquiredAt.IsZero() {
 			observeHold(now.Sub(prev.acquiredAt))
 		}

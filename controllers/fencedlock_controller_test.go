@@ -317,6 +317,10 @@ var _ = Describe("FencedLock controller", func() {
 		}).Should(Succeed())
 
 		Expect(lease.IsLost(g.Renew(ctx))).To(BeTrue(), "the old grant is gone with its Lease")
+		Eventually(func() []string { return events(ns, "recreate") }).Should(ContainElement(
+			MatchRegexp(`^LeaseDeleted: The Lease was deleted while a held it with token %s; recreated with token \d+`, g.Token)),
+			"a deleted Lease is reported as such, not as a release")
+		Expect(events(ns, "recreate")).NotTo(ContainElement(HavePrefix("Released")))
 		next, err := locker(fl, "b").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(next.Token).To(BeNumerically(">", g.Token))

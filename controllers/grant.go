@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -54,7 +55,7 @@ func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.
 	switch p.end {
 	case revoke:
 		r.observer.noteRevoke(client.ObjectKeyFromObject(fl))
-		r.recordRevoke(fl, l, st, p.reason, now.Sub(obs.acquiredAt))
+		r.recordRevoke(ctx, fl, l, st, p.reason, now.Sub(obs.acquiredAt))
 	case release:
 		log.Info("Released lock on behalf of its pod", "holder", st.Holder, "token", st.Token.String(), "why", p.why)
 		if p.holder != nil {
@@ -78,18 +79,43 @@ func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.
 	return err
 }
 
-// recordRevoke reports a revocation: metrics, a log line and events.
-func (r *FencedLockReconciler) recordRevoke(fl *locksv1alpha1.FencedLock, l *coordinationv1.Lease, st lease.State,
-	reason expiryReason, held time.Duration) {
+// recordRevoke reports a revocation: metrics, a log line, an event on the lock and, for a pod
+// holder, one on the pod.
+func (r *FencedLockReconciler) recordRevoke(ctx context.Context, fl *locksv1alpha1.FencedLock, l *coordinationv1.Lease,
+	st lease.State, reason expiryReason, held time.Duration) {
 	countExpiration(reason, held)
+	why := fmt.Sprintf("not renewed within %s", st.Duration)
 	note := fmt.Sprintf("Grant of %s (token %s) was not renewed within %s; revoked", st.Holder, st.Token, st.Duration)
 	switch reason {
 	case expiryMaxHold:
+		why = fmt.Sprintf("held longer than spec.maxHoldSeconds=%d", *fl.Spec.MaxHoldSeconds)
 		note = fmt.Sprintf("Grant of %s (token %s) exceeded spec.maxHoldSeconds=%d; revoked", st.Holder, st.Token, *fl.Spec.MaxHoldSeconds)
 	case expiryNotReady:
+		why = fmt.Sprintf("not Ready for %s", st.Duration)
 		note = fmt.Sprintf("Holder %s (token %s) was not Ready for %s; revoked", st.Holder, st.Token, st.Duration)
 	}
+	logf.FromContext(ctx).Info("Revoked grant", "holder", st.Holder, "token", st.Token.String(), "why", why,
+		"held", held.String())
 	r.recorder.Eventf(fl, l, corev1.EventTypeWarning, locksv1alpha1.ReasonExpired, actionRevoke, note)
+	if pod := holderPodRef(fl.Namespace, st.Holder); pod != nil {
+		r.recorder.Eventf(pod, fl, corev1.EventTypeWarning, locksv1alpha1.ReasonExpired, actionRevoke,
+			"Revoked lock %s (token %s): %s", fl.Name, st.Token, why)
+	}
+}
+
+// holderPodRef is the pod a pod holder identity names (pod/<name>/<uid>), nil for other holders.
+func holderPodRef(namespace, holder string) *corev1.Pod {
+	rest, ok := strings.CutPrefix(holder, locksv1alpha1.PodHolderPrefix)
+	if !ok {
+		return nil
+	}
+	i := strings.LastIndex(rest, "/")
+	if i < 0 {
+		return nil
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: rest[:i], UID: types.UID(rest[i+1:])}}
+	pod.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+	return pod
 }
 
 // ungate gives a granted pod its token and lets it be scheduled, in one patch. It reports false,

@@ -167,6 +167,8 @@ var _ = Describe("Pods as lock holders", func() {
 		Expect(tNext).To(BeNumerically(">", tStuck))
 		Eventually(func() []string { return events(ns, "jobs") }).Should(ContainElement(
 			ContainSubstring("was not Ready for 15s; revoked")))
+		Eventually(func() []string { return podEvents(ns, "stuck") }).Should(ContainElement(
+			MatchRegexp(`^Expired: Revoked lock jobs \(token \d+\): not Ready for 15s`)), "the revoked pod hears of it too")
 	})
 
 	It("completes a grant interrupted between the Lease write and the pod patch, without granting twice", func() {

@@ -67,6 +67,9 @@ const (
 	// ReasonExpired: the controller revoked an expired grant (Held False; a Warning event on the
 	// lock).
 	ReasonExpired = "Expired"
+	// ReasonLeaseDeleted: the Lease was deleted, and recreated, while the lock was held: the grant
+	// ended with it (a Warning event on the lock).
+	ReasonLeaseDeleted = "LeaseDeleted"
 	// ReasonAvailable: the lock was never granted (Held False).
 	ReasonAvailable = "Available"
 
