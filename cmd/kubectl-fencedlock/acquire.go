@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/pkg/token"
@@ -15,88 +20,181 @@ import (
 
 func newAcquireCommand(o *options) *cobra.Command {
 	var (
-		wait     bool
-		timeout  time.Duration
+		w        waitOptions
 		identity string
-		output   string
+		hold     bool
+		waitFlag bool
 	)
+	out := newPrintFlags("")
 	cmd := &cobra.Command{
 		Use:   "acquire LOCK",
 		Short: "Acquire a lock and print its fencing token",
-		Long: `Acquire a lock and print its fencing token on stdout.
+		Long: `Acquire a lock, waiting until it is free unless --no-wait or --timeout says otherwise, and
+print its fencing token on stdout.
 
-The grant lasts the lock's leaseDurationSeconds unless renewed ("kubectl fencedlock renew"); the
-controller revokes it afterwards. For a command that needs the lock while it runs, use
-"kubectl fencedlock run", which renews and releases for you.`,
-		Example: `  # Take the lock if it is free now
-  TOKEN=$(kubectl fencedlock acquire settlement --identity me)
+The grant lasts the lock's leaseDurationSeconds unless renewed: renew it ("kubectl fencedlock
+renew"), or pass --hold to have a background process renew it until "kubectl fencedlock release".
+For a single command that needs the lock while it runs, "kubectl fencedlock run" renews and
+releases for you.
 
-  # Wait up to a minute for it
-  kubectl fencedlock acquire settlement --identity me --wait --timeout 1m
+The holder identity defaults to user@host, so renew and release from the same user and host need
+only the token. The exit status is 124 (--conflict-exit-code) when the lock was not acquired
+because it is held, and 1 for any other error.`,
+		Example: `  # Take the lock, waiting for it, and keep it renewed in the background
+  TOKEN=$(kubectl fencedlock acquire settlement --hold)
+  ./settle.sh --fencing-token "$TOKEN"
+  kubectl fencedlock release settlement
 
-  # Release it again
-  kubectl fencedlock release settlement --identity me --token "$TOKEN"`,
+  # Take it only if it is free now; renew and release by hand
+  TOKEN=$(kubectl fencedlock acquire settlement --no-wait) || exit
+  kubectl fencedlock renew settlement --fencing-token "$TOKEN"
+  kubectl fencedlock release settlement --fencing-token "$TOKEN"
+
+  # Wait at most a minute; print the lock as JSON
+  kubectl fencedlock acquire settlement --timeout 1m -o json`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: o.completeLocks,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := o.locker(args[0], identity, lock.WithWaitCallback(func(st lease.State) {
-				waitingLine(o, args[0], st)
-			}))
+			name := args[0]
+			if cmd.Flags().Changed("wait") && !waitFlag {
+				w.noWait = true // the old spelling of --no-wait
+			}
+			if tok := os.Getenv(holdTokenEnv); tok != "" {
+				return runRenewer(o, name, tok) // this process is the renewer of an acquire --hold
+			}
+			printer, err := out.printer() // an unknown -o fails before the lock is taken
 			if err != nil {
 				return err
+			}
+			var running *holdState
+			if hold && !holdSupported {
+				return errors.New("--hold is not supported on this system: renew by hand, or use run")
+			}
+			if hold {
+				if running, err = loadHold(o, name); err != nil {
+					return err
+				}
+				if running != nil && running.alive {
+					return &exitError{code: w.conflictCode, err: fmt.Errorf(
+						"FencedLock %s/%s is already held here by \"acquire --hold\" (token %s, renewer pid %d): release it first",
+						running.Namespace, name, running.Token, running.Pid)}
+				}
 			}
 			ctx := cmd.Context()
-			var g *lock.Grant
-			if wait {
-				if timeout > 0 {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, timeout)
-					defer cancel()
-				}
-				g, err = l.Acquire(ctx)
-			} else {
-				g, err = l.TryAcquire(ctx)
-			}
+			g, err := take(ctx, o, name, identity, w)
 			if err != nil {
 				return err
 			}
-			if output == outputJSON {
-				return json.NewEncoder(o.streams.Out).Encode(map[string]any{
-					"lock": args[0], "holder": g.Holder(), "token": g.Token.String(),
-					"leaseDurationSeconds": int(g.Duration().Seconds()),
-				})
+			// Once acquired, a failure must not leave the lock held: the caller saw no token.
+			var buf bytes.Buffer
+			if printer == nil {
+				fmt.Fprintln(&buf, g.Token)
+			} else {
+				fl, err := grantedLock(ctx, o, name, g)
+				if err == nil {
+					err = printer.PrintObj(fl, &buf)
+				}
+				if err != nil {
+					releaseGrant(o, name, g)
+					return err
+				}
 			}
-			fmt.Fprintln(o.streams.Out, g.Token)
-			fmt.Fprintf(o.streams.ErrOut, "acquired %s as %s with token %s (lease %s; renew or release before it runs out)\n",
-				args[0], g.Holder(), g.Token, g.Duration())
+			how := fmt.Sprintf("lease %s; renew or release before it runs out", g.Duration())
+			if hold {
+				pid, err := startHold(o, name, identity, g)
+				if err != nil {
+					releaseGrant(o, name, g)
+					return fmt.Errorf("starting the background renewer: %w", err)
+				}
+				how = fmt.Sprintf("renewed in the background by pid %d until \"kubectl fencedlock release %s\"", pid, name)
+			}
+			if _, err := o.streams.Out.Write(buf.Bytes()); err != nil {
+				return err
+			}
+			fmt.Fprintf(o.streams.ErrOut, "acquired %s as %s with token %s (%s)\n", name, g.Holder(), g.Token, how)
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&wait, "wait", false, "Wait until the lock is free instead of failing")
-	cmd.Flags().DurationVar(&timeout, "timeout", 0, "With --wait, give up after this long (0: wait forever)")
-	cmd.Flags().StringVar(&identity, "identity", defaultIdentity(), "Holder identity (needed again to renew or release)")
-	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: empty (the token) or json")
+	w.addFlags(cmd)
+	cmd.Flags().StringVar(&identity, "identity", defaultIdentity(), "Holder identity (renew and release need the same)")
+	cmd.Flags().BoolVar(&hold, "hold", false,
+		"Keep the lock renewed by a background process until \"kubectl fencedlock release\" or until it is lost")
+	cmd.Flags().BoolVar(&waitFlag, "wait", true, "Wait for the lock (the default)")
+	_ = cmd.Flags().MarkDeprecated("wait", "acquire waits by default; use --no-wait to fail fast")
+	out.addFlags(cmd, "the fencing token")
 	return cmd
 }
 
-// attachCommand builds renew and release, which act on a grant held under --identity/--token.
+// grantedLock is the FencedLock as acquire prints it: the stored object, with holder, token and
+// times from the grant's Lease (the status may not show the grant yet).
+func grantedLock(ctx context.Context, o *options, name string, g *lock.Grant) (*locksv1alpha1.FencedLock, error) {
+	ns, err := o.namespace()
+	if err != nil {
+		return nil, err
+	}
+	cl, cs, err := o.clients()
+	if err != nil {
+		return nil, err
+	}
+	var fl locksv1alpha1.FencedLock
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &fl); err != nil {
+		return nil, fmt.Errorf("reading FencedLock %s/%s: %w", ns, name, err)
+	}
+	st := lease.State{Holder: g.Holder(), Token: g.Token}
+	if l, err := cs.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+		if now, err := lease.Read(l); err == nil && now.Holder == st.Holder && now.Token == st.Token {
+			st = now
+		}
+	}
+	showLease(&fl, st)
+	fl.SetGroupVersionKind(locksv1alpha1.GroupVersion.WithKind("FencedLock"))
+	return &fl, nil
+}
+
+// attachCommand builds renew and release, which act on a grant held under --identity and
+// --fencing-token.
 func attachCommand(o *options, use, short, example string, act func(*lock.Grant, context.Context) error, done string) *cobra.Command {
 	var (
 		identity string
 		tok      string
 	)
 	cmd := &cobra.Command{
-		Use:               use + " LOCK --identity ID --token TOKEN",
+		Use:               use + " LOCK [--fencing-token TOKEN] [--identity ID]",
 		Short:             short,
 		Example:           example,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: o.completeLocks,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			h, err := loadHold(o, name)
+			if err != nil {
+				return err
+			}
+			if tok == "" && h != nil {
+				tok = h.Token
+			}
+			if tok == "" {
+				return fmt.Errorf("--fencing-token is required: no \"acquire --hold\" of %s runs here", name)
+			}
 			t, err := token.Parse(tok)
 			if err != nil {
-				return fmt.Errorf("--token: %w", err)
+				return fmt.Errorf("--fencing-token: %w", err)
 			}
-			l, err := o.locker(args[0], identity)
+			if h != nil && h.Token != tok {
+				h = nil // another grant than the one held in the background
+			}
+			if h != nil && !cmd.Flags().Changed("identity") {
+				identity = h.Identity
+			}
+			if use == "release" && h != nil {
+				defer h.remove()
+				if stopped, err := h.stop(); err != nil {
+					fmt.Fprintf(o.streams.ErrOut, "stopping the background renewer (pid %d): %v\n", h.Pid, err)
+				} else if stopped {
+					fmt.Fprintf(o.streams.ErrOut, "stopped the background renewer (pid %d)\n", h.Pid)
+				}
+			}
+			l, err := o.locker(name, identity)
 			if err != nil {
 				return err
 			}
@@ -107,34 +205,47 @@ func attachCommand(o *options, use, short, example string, act func(*lock.Grant,
 			if err := act(g, cmd.Context()); err != nil {
 				return err
 			}
-			fmt.Fprintf(o.streams.ErrOut, "%s %s (token %s)\n", done, args[0], t)
+			fmt.Fprintf(o.streams.ErrOut, "%s %s (token %s)\n", done, name, t)
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&identity, "identity", "", "Holder identity the lock was acquired with")
-	cmd.Flags().StringVar(&tok, "token", "", "Fencing token of the grant")
-	_ = cmd.MarkFlagRequired("identity")
-	_ = cmd.MarkFlagRequired("token")
+	cmd.Flags().StringVar(&identity, "identity", defaultIdentity(), "Holder identity the lock was acquired with")
+	cmd.Flags().StringVar(&tok, "fencing-token", "",
+		"Fencing token of the grant (default: the one \"acquire --hold\" keeps, if it runs here)")
 	return cmd
 }
 
 func newRenewCommand(o *options) *cobra.Command {
 	return attachCommand(o, "renew", "Renew a grant so the controller does not revoke it",
-		`  kubectl fencedlock renew settlement --identity me --token 1234`,
+		`  kubectl fencedlock renew settlement --fencing-token 1234`,
 		(*lock.Grant).Renew, "renewed")
 }
 
 func newReleaseCommand(o *options) *cobra.Command {
-	return attachCommand(o, "release", "Release a lock held under an identity and token",
-		`  kubectl fencedlock release settlement --identity me --token 1234`,
+	return attachCommand(o, "release", "Release a lock, and stop its background renewer if acquire --hold started one",
+		`  # Release a grant of this user and host
+  kubectl fencedlock release settlement --fencing-token 1234
+
+  # Release what "acquire --hold" keeps, and stop its renewer
+  kubectl fencedlock release settlement`,
 		(*lock.Grant).Release, "released")
 }
 
-// waitingLine prints one progress line when Acquire finds the lock held.
-func waitingLine(o *options, name string, st lease.State) {
-	if st.Held() {
-		fmt.Fprintf(o.streams.ErrOut, "waiting for %s: held by %s (token %s)\n", name, st.Holder, st.Token)
+// releaseGrant releases g and says so; a failure is printed, not returned: the lease runs out.
+func releaseGrant(o *options, name string, g *lock.Grant) {
+	if err := releaseQuietly(g); err != nil {
+		fmt.Fprintf(o.streams.ErrOut, "releasing %s: %v\n", name, err)
 		return
 	}
-	fmt.Fprintf(o.streams.ErrOut, "waiting for %s: the lock is not ready yet\n", name)
+	fmt.Fprintf(o.streams.ErrOut, "released %s (token %s)\n", name, g.Token)
+}
+
+func releaseQuietly(g *lock.Grant) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := g.Release(ctx)
+	if err != nil && !lease.IsLost(err) && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w (the lease runs out by itself)", err)
+	}
+	return err
 }

@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/cli-runtime/pkg/printers"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,12 +21,8 @@ import (
 	"github.com/fencedlock/fencedlock/pkg/lease"
 )
 
-// Output formats.
-const (
-	outputWide = "wide"
-	outputJSON = "json"
-	outputYAML = "yaml"
-)
+// outputWide is get's own -o format besides the default table.
+const outputWide = "wide"
 
 func scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
@@ -37,8 +32,8 @@ func scheme() *runtime.Scheme {
 }
 
 func newGetCommand(o *options) *cobra.Command {
-	var output string
 	var all bool
+	out := newPrintFlags("", outputWide)
 	cmd := &cobra.Command{
 		Use:     "get [LOCK]",
 		Aliases: []string{"list", "ls"},
@@ -50,10 +45,17 @@ func newGetCommand(o *options) *cobra.Command {
   kubectl fencedlock get settlement -o yaml
 
   # Every namespace, with lease duration and next waiters
-  kubectl fencedlock get -A -o wide`,
+  kubectl fencedlock get -A -o wide
+
+  # The token of a lock as its status shows it
+  kubectl fencedlock get settlement -o jsonpath='{.status.token}'`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: o.completeLocks,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			printer, err := out.printer()
+			if err != nil {
+				return err
+			}
 			cl, _, err := o.clients()
 			if err != nil {
 				return err
@@ -78,22 +80,37 @@ func newGetCommand(o *options) *cobra.Command {
 					return err
 				}
 			}
-			if output != outputJSON && output != outputYAML {
-				if err := liveHolders(cmd.Context(), cl, &list, ns, all); err != nil {
-					return err
+			if printer != nil {
+				// The stored objects, as kubectl get prints them: one object for a name, else a list.
+				list.SetGroupVersionKind(locksv1alpha1.GroupVersion.WithKind("FencedLockList"))
+				for i := range list.Items {
+					list.Items[i].SetGroupVersionKind(locksv1alpha1.GroupVersion.WithKind("FencedLock"))
 				}
+				if len(args) == 1 {
+					return printer.PrintObj(&list.Items[0], o.streams.Out)
+				}
+				return printer.PrintObj(&list, o.streams.Out)
 			}
-			return printLocks(o.streams.Out, &list, output, all, time.Now())
+			if len(list.Items) == 0 {
+				if all {
+					fmt.Fprintln(o.streams.ErrOut, "No resources found")
+				} else {
+					fmt.Fprintf(o.streams.ErrOut, "No resources found in %s namespace.\n", ns)
+				}
+				return nil
+			}
+			if err := liveHolders(cmd.Context(), cl, &list, ns, all); err != nil {
+				return err
+			}
+			return printLocks(o.streams.Out, &list, *out.OutputFormat == outputWide, all, time.Now())
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: one of (wide, json, yaml)")
+	out.addFlags(cmd, "a table")
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "List locks of all namespaces")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputWide, outputJSON, outputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
-// liveHolders overwrites holder, token and renewal in the table with the Leases' current state:
-// the Lease is the source of truth, the status may be a moment behind on a busy lock.
+// liveHolders overwrites holder, token and renewal in the table with the Leases' current state.
 func liveHolders(ctx context.Context, cl client.Client, list *locksv1alpha1.FencedLockList, ns string, all bool) error {
 	var leases coordinationv1.LeaseList
 	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: lease.Selector()}}
@@ -113,38 +130,14 @@ func liveHolders(ctx context.Context, cl client.Client, list *locksv1alpha1.Fenc
 		if !ok {
 			continue
 		}
-		st, err := lease.Read(l)
-		if err != nil {
-			continue
-		}
-		fl.Status.Holder, fl.Status.Token, fl.Status.RenewTime = st.Holder, st.Token.String(), nil
-		if st.Held() {
-			fl.Status.RenewTime = st.RenewTime
+		if st, err := lease.Read(l); err == nil {
+			showLease(fl, st)
 		}
 	}
 	return nil
 }
 
-func printLocks(w io.Writer, list *locksv1alpha1.FencedLockList, output string, allNamespaces bool, now time.Time) error {
-	switch output {
-	case outputJSON, outputYAML:
-		list.SetGroupVersionKind(locksv1alpha1.GroupVersion.WithKind("FencedLockList"))
-		for i := range list.Items {
-			list.Items[i].SetGroupVersionKind(locksv1alpha1.GroupVersion.WithKind("FencedLock"))
-		}
-		var obj runtime.Object = list
-		if len(list.Items) == 1 {
-			obj = &list.Items[0]
-		}
-		if output == outputJSON {
-			return (&printers.JSONPrinter{}).PrintObj(obj, w)
-		}
-		return (&printers.YAMLPrinter{}).PrintObj(obj, w)
-	case "", outputWide:
-	default:
-		return fmt.Errorf("unknown output format %q: use wide, json or yaml", output)
-	}
-	wide := output == outputWide
+func printLocks(w io.Writer, list *locksv1alpha1.FencedLockList, wide, allNamespaces bool, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	head := []string{"NAME", "HOLDER", "TOKEN", "RENEWED", "WAITING", "AGE"}
 	if allNamespaces {

@@ -4,31 +4,31 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
+// completerName is the name kubectl looks up on PATH to complete "kubectl fencedlock <TAB>": it
+// runs it with the words typed after "kubectl fencedlock". A link of that name to this binary
+// (or the script of the same name next to this file) answers like cobra's __complete.
+const completerName = "kubectl_complete-fencedlock"
+
 func main() {
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
-	cmd := newRootCommand(streams)
-	if err := cmd.Execute(); err != nil {
-		if exit, ok := errors.AsType[*exitError](err); ok {
-			os.Exit(exit.code)
-		}
-		fmt.Fprintln(streams.ErrOut, "error:", err)
-		os.Exit(1)
+	args := os.Args[1:]
+	if strings.HasPrefix(filepath.Base(os.Args[0]), completerName) {
+		args = append([]string{cobra.ShellCompRequestCmd}, args...)
 	}
+	root := newRootCommand(streams)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	os.Exit(exitCode(streams.ErrOut, cmd, err))
 }
-
-// exitError carries the exit code of a command run under the lock.
-type exitError struct{ code int }
-
-func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	flags := genericclioptions.NewConfigFlags(true)
@@ -41,6 +41,7 @@ A FencedLock grants one holder at a time and gives every grant a fencing token t
 greater than all tokens issued before. Pass the token with every write to fenced storage; the
 storage refuses writes with stale tokens, so a holder that was paused past its lease cannot
 overwrite newer data.`,
+		Version:       shortVersion(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// Help and completion show the name users type: "kubectl fencedlock".
@@ -50,6 +51,6 @@ overwrite newer data.`,
 	flags.AddFlags(root.PersistentFlags())
 	o := &options{flags: flags, streams: streams}
 	root.AddCommand(newGetCommand(o), newAcquireCommand(o), newRenewCommand(o), newReleaseCommand(o), newRunCommand(o),
-		newStampCommand(o), newApplyCommand(o))
+		newStampCommand(o), newApplyCommand(o), newVersionCommand(o))
 	return root
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/user"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -26,6 +27,21 @@ func (o *options) namespace() (string, error) {
 		return "", fmt.Errorf("resolving namespace: %w", err)
 	}
 	return ns, nil
+}
+
+// objectNamespace is the namespace of the objects stamp and apply write: -n, else
+// $FENCEDLOCK_NAMESPACE, which run sets for its command from its own -n, so that a command run
+// under a lock writes next to the lock without repeating -n; else the kubeconfig's. explicit
+// says whether one of the first two named it.
+func (o *options) objectNamespace() (ns string, explicit bool, err error) {
+	if ns := *o.flags.Namespace; ns != "" {
+		return ns, true, nil
+	}
+	if ns := os.Getenv(envNamespace); ns != "" {
+		return ns, true, nil
+	}
+	ns, err = o.namespace()
+	return ns, false, err
 }
 
 func (o *options) clients() (client.Client, *kubernetes.Clientset, error) {
@@ -81,11 +97,22 @@ func (o *options) completeLocks(cmd *cobra.Command, args []string, _ string) ([]
 	return names, cobra.ShellCompDirectiveNoFileComp
 }
 
+// defaultIdentity is the holder identity when --identity is not given: user@host, the same for
+// every invocation by one user on one host, so that acquire, renew and release called one after
+// another from a script agree without passing an identity around.
 func defaultIdentity() string {
-	host, _ := os.Hostname()
-	user := os.Getenv("USER")
-	if user == "" {
-		user = "user"
+	name := os.Getenv("USER")
+	if name == "" {
+		if u, err := user.Current(); err == nil {
+			name = u.Username
+		}
 	}
-	return fmt.Sprintf("%s@%s-%d", user, host, os.Getpid())
+	if name == "" {
+		name = "user"
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return name + "@" + host
 }

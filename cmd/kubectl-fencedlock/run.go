@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -16,147 +19,229 @@ import (
 	"github.com/fencedlock/fencedlock/pkg/lock"
 )
 
+// The environment run gives its command.
+const (
+	envToken     = "FENCING_TOKEN"
+	envLock      = "FENCEDLOCK_LOCK"
+	envNamespace = "FENCEDLOCK_NAMESPACE"
+	envHolder    = "FENCEDLOCK_HOLDER"
+)
+
+// forwarded are the signals run passes on to its command's process group, once each.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+type runOptions struct {
+	wait     waitOptions
+	identity string
+	grace    time.Duration
+	lostCode int
+}
+
 func newRunCommand(o *options) *cobra.Command {
-	var (
-		identity string
-		timeout  time.Duration
-		noWait   bool
-		grace    time.Duration
-	)
+	var r runOptions
 	cmd := &cobra.Command{
 		Use:   "run LOCK -- COMMAND [ARGS...]",
 		Short: "Run a command while holding a lock, with its fencing token in $FENCING_TOKEN",
-		Long: `Acquire LOCK (waiting for it unless --no-wait), run COMMAND with the grant's fencing token in
-$FENCING_TOKEN, keep the lease renewed while it runs, and release the lock when it exits. The
-command's exit status is passed through.
+		Long: `Acquire LOCK (waiting for it unless --no-wait or --timeout), run COMMAND with the grant's
+fencing token in $FENCING_TOKEN, keep the lease renewed while it runs, and release the lock when
+it exits. The command's exit status is passed through.
+
+The command runs in a process group of its own. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to run
+are passed on to that group once; in a terminal, the command gets the terminal (so Ctrl-C reaches
+it once, not twice), and Ctrl-Z does not suspend it: a stopped command would keep the lock. On
+Linux the command is killed if run itself is killed (even with SIGKILL), so it never outlives the
+lock it was given; processes it moved to other process groups or sessions are not.
 
 If the grant is lost while the command runs (the lease could not be renewed in time, or the
-controller revoked it), the command is sent SIGTERM, then SIGKILL after --grace. The renewal loop
-cannot protect a process that is paused: pass $FENCING_TOKEN with every write so that fenced
-storage refuses writes made after the lock moved on.
+controller revoked it), the command's process group is sent SIGTERM, then SIGKILL after --grace.
+The renewal loop cannot protect a process that is paused: pass $FENCING_TOKEN with every write so
+that fenced storage refuses writes made after the lock moved on.
 
-Environment of COMMAND: FENCING_TOKEN, FENCEDLOCK_LOCK, FENCEDLOCK_NAMESPACE, FENCEDLOCK_HOLDER.`,
+Environment of COMMAND: FENCING_TOKEN, FENCEDLOCK_LOCK, FENCEDLOCK_NAMESPACE (the lock's
+namespace, which "kubectl fencedlock apply" and "stamp" default to), FENCEDLOCK_HOLDER.
+
+` + exitCodesHelp,
 		Example: `  # Run a settlement job under the lock
   kubectl fencedlock run settlement -- ./settle.sh
 
-  # A fenced write from the shell: stamp the ConfigMap with the token
-  kubectl fencedlock run settlement -- sh -c \
-    'kubectl annotate cm ledger fencedlock.io/token=$FENCING_TOKEN --overwrite'`,
+  # Only if nobody holds the lock now; exit 0 when busy, like "flock -n -E 0"
+  kubectl fencedlock run settlement --no-wait --conflict-exit-code 0 -- ./settle.sh
+
+  # A fenced write from the shell: server-side apply stamped with the token
+  kubectl fencedlock run settlement -n books -- kubectl fencedlock apply -f ledger.yaml --lock settlement`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 || len(args) < 2 {
 				return errors.New("usage: kubectl fencedlock run LOCK -- COMMAND [ARGS...]")
 			}
 			return nil
 		},
-		ValidArgsFunction: o.completeLocks,
+		// Plain errors of run are its own failures, told apart from the command's statuses.
+		Annotations: map[string]string{failureExitCode: strconv.Itoa(exitRunFailure)},
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			if len(args) == 0 {
+				return o.completeLocks(cmd, args, toComplete)
+			}
+			return nil, cobra.ShellCompDirectiveDefault // the command and its arguments
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runLocked(cmd.Context(), o, args[0], args[1:], identity, timeout, noWait, grace)
+			return runLocked(cmd.Context(), o, args[0], args[1:], r)
 		},
 	}
-	cmd.Flags().StringVar(&identity, "identity", defaultIdentity(), "Holder identity")
-	cmd.Flags().DurationVar(&timeout, "timeout", 0, "Give up waiting for the lock after this long (0: wait forever)")
-	cmd.Flags().BoolVar(&noWait, "no-wait", false, "Fail at once if the lock is held")
-	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "After losing the lock, wait this long between SIGTERM and SIGKILL")
+	r.wait.addFlags(cmd)
+	cmd.Flags().StringVar(&r.identity, "identity", defaultIdentity(), "Holder identity")
+	cmd.Flags().DurationVar(&r.grace, "grace", 10*time.Second, "After losing the lock, wait this long between SIGTERM and SIGKILL")
+	cmd.Flags().IntVar(&r.lostCode, "lost-exit-code", exitLost, "Exit status when the lock was lost while the command ran")
 	return cmd
 }
 
-func runLocked(ctx context.Context, o *options, name string, argv []string, identity string,
-	timeout time.Duration, noWait bool, grace time.Duration) error {
-	l, err := o.locker(name, identity, lock.WithWaitCallback(func(st lease.State) { waitingLine(o, name, st) }))
+func runLocked(ctx context.Context, o *options, name string, argv []string, r runOptions) error {
+	// A command that cannot run fails before the lock is taken, with a shell's status.
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		code := exitNotFound
+		if errors.Is(err, fs.ErrPermission) {
+			code = exitCannotInvoke
+		}
+		return &exitError{code: code, err: err}
+	}
+	ns, err := o.namespace()
 	if err != nil {
 		return err
 	}
-	ns, _ := o.namespace()
-	actx, cancel := context.WithCancel(ctx)
-	if timeout > 0 {
-		actx, cancel = context.WithTimeout(ctx, timeout)
-	}
-	var g *lock.Grant
-	if noWait {
-		g, err = l.TryAcquire(actx)
-	} else {
-		g, err = l.Acquire(actx)
-	}
-	cancel()
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+
+	g, err := takeInterruptibly(ctx, o, name, r, sigs)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(o.streams.ErrOut, "acquired %s with token %s\n", name, g.Token)
-
 	kctx, stopKeepAlive := context.WithCancel(context.Background())
 	defer stopKeepAlive()
 	g.KeepAlive(kctx, 0)
 
-	child := exec.Command(argv[0], argv[1:]...)
-	child.Stdin, child.Stdout, child.Stderr = o.streams.In, o.streams.Out, o.streams.ErrOut
-	child.Env = append(os.Environ(),
-		"FENCING_TOKEN="+g.Token.String(), "FENCEDLOCK_LOCK="+name,
-		"FENCEDLOCK_NAMESPACE="+ns, "FENCEDLOCK_HOLDER="+g.Holder())
-	if err := child.Start(); err != nil {
+	env := withEnv(os.Environ(), envToken+"="+g.Token.String(), envLock+"="+name,
+		envNamespace+"="+ns, envHolder+"="+g.Holder())
+	c, err := startChild(path, argv, env, o.streams)
+	if err != nil {
+		stopKeepAlive()
 		releaseGrant(o, name, g)
-		return fmt.Errorf("starting %s: %w", argv[0], err)
+		return &exitError{code: exitCannotInvoke, err: fmt.Errorf("executing %s: %w", argv[0], err)}
 	}
-	signals := make(chan os.Signal, 4)
-	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(signals)
-	exited := make(chan error, 1)
-	go func() { exited <- child.Wait() }()
 
 	lost := false
 	for done := false; !done; {
 		select {
-		case err := <-exited:
-			exited <- err
+		case <-c.exited:
 			done = true
-		case s := <-signals:
-			_ = child.Process.Signal(s) // the command decides how to stop; we release after it exits
+		case s := <-sigs:
+			c.signal(s.(syscall.Signal)) // the command decides how to stop; we release after it exits
 		case <-g.Lost():
 			lost = true
 			fmt.Fprintf(o.streams.ErrOut, "lost lock %s: %v; stopping the command\n", name, g.Err())
-			_ = child.Process.Signal(syscall.SIGTERM)
+			c.signal(syscall.SIGTERM)
 			select {
-			case err := <-exited:
-				exited <- err
-			case <-time.After(grace):
-				_ = child.Process.Kill()
+			case <-c.exited:
+			case <-time.After(r.grace):
+				c.signal(syscall.SIGKILL)
+				<-c.exited
 			}
 			done = true
 		}
 	}
-	code := exitCode(<-exited)
 	stopKeepAlive()
 	if lost {
-		if code == 0 {
-			code = 1 // the work finished without the lock: do not report success
-		}
-		return &exitError{code: code}
+		return &exitError{code: r.lostCode, err: fmt.Errorf(
+			"lock %s was lost while the command ran (the command's %s): not reporting success", name, c.status)}
 	}
-	releaseGrant(o, name, g)
-	if code != 0 {
-		return &exitError{code: code}
+	if err := releaseQuietly(g); lease.IsLost(err) {
+		// The lease ran out unnoticed (run was paused, say): the work ended without the lock.
+		return &exitError{code: r.lostCode, err: fmt.Errorf(
+			"lock %s was lost before the command finished (the command's %s): %w", name, c.status, err)}
+	} else if err != nil {
+		fmt.Fprintf(o.streams.ErrOut, "releasing %s: %v\n", name, err)
+	} else {
+		fmt.Fprintf(o.streams.ErrOut, "released %s (token %s)\n", name, g.Token)
+	}
+	if c.status.signal != 0 {
+		return &exitError{code: 128 + int(c.status.signal), reraise: reraisable(c.status.signal)}
+	}
+	if c.status.code != 0 {
+		return &exitError{code: c.status.code}
 	}
 	return nil
 }
 
-func releaseGrant(o *options, name string, g *lock.Grant) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// takeInterruptibly takes the lock; a forwarded signal ends the wait, and run then exits as if
+// the command, which never started, had been killed by it.
+func takeInterruptibly(ctx context.Context, o *options, name string, r runOptions, sigs <-chan os.Signal) (*lock.Grant, error) {
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := g.Release(ctx); err != nil {
-		fmt.Fprintf(o.streams.ErrOut, "releasing %s: %v\n", name, err)
-		return
+	type result struct {
+		g   *lock.Grant
+		err error
 	}
-	fmt.Fprintf(o.streams.ErrOut, "released %s (token %s)\n", name, g.Token)
+	res := make(chan result, 1)
+	go func() {
+		g, err := take(ctx, o, name, r.identity, r.wait)
+		res <- result{g, err}
+	}()
+	select {
+	case got := <-res:
+		return got.g, got.err
+	case s := <-sigs:
+		cancel()
+		if got := <-res; got.g != nil {
+			releaseGrant(o, name, got.g) // granted just as the signal came
+		}
+		sig := s.(syscall.Signal)
+		return nil, &exitError{code: 128 + int(sig), reraise: reraisable(sig),
+			err: fmt.Errorf("waiting for lock %s: interrupted (%v)", name, sig)}
+	}
 }
 
-func exitCode(err error) int {
-	if err == nil {
-		return 0
+// childStatus is how the command ended: its exit code, or the signal that killed it.
+type childStatus struct {
+	code   int
+	signal syscall.Signal
+}
+
+func (s childStatus) String() string {
+	if s.signal != 0 {
+		return fmt.Sprintf("killed by %v", s.signal)
 	}
-	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
+	return fmt.Sprintf("exit status %d", s.code)
+}
+
+// reraisable returns sig if run should die of it after its command did (see exitError), else 0.
+// Only signals whose default action is to terminate quietly: the others dump core.
+func reraisable(sig syscall.Signal) syscall.Signal {
+	switch sig {
+	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP:
+		return sig
+	}
+	return 0
+}
+
+// withEnv returns env with each "KEY=value" of set replacing any value of KEY: a command run
+// under a lock by a command run under another lock sees its own lock, not the outer one.
+func withEnv(env []string, set ...string) []string {
+	out := make([]string, 0, len(env)+len(set))
+	for _, kv := range env {
+		key, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(kv, holdTokenEnv+"=") && !setsKey(set, key) {
+			out = append(out, kv)
 		}
-		return ee.ExitCode()
 	}
-	return 1
+	return append(out, set...)
+}
+
+func setsKey(set []string, key string) bool {
+	for _, kv := range set {
+		if k, _, _ := strings.Cut(kv, "="); k == key {
+			return true
+		}
+	}
+	return false
 }

@@ -28,7 +28,7 @@ type stampOptions struct {
 func (s *stampOptions) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringSliceVarP(&s.filenames, "filename", "f", nil, "Files, directories or URLs with the objects (- for stdin)")
 	cmd.Flags().StringVar(&s.lock, "lock", "", "Lock that fences the objects (default: their existing fencedlock.io/fenced-by label)")
-	cmd.Flags().StringVar(&s.token, "token", "", "Fencing token to write with (default: $FENCING_TOKEN)")
+	cmd.Flags().StringVar(&s.token, "fencing-token", "", "Fencing token to write with (default: $FENCING_TOKEN)")
 	_ = cmd.MarkFlagRequired("filename")
 }
 
@@ -39,18 +39,18 @@ func (s *stampOptions) stamp(b *resource.Builder, o *options) ([]*resource.Info,
 		raw = os.Getenv("FENCING_TOKEN")
 	}
 	if raw == "" {
-		return nil, errors.New("no token: pass --token or run under `kubectl fencedlock run` ($FENCING_TOKEN)")
+		return nil, errors.New("no token: pass --fencing-token or run under `kubectl fencedlock run` ($FENCING_TOKEN)")
 	}
 	tok, err := token.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("token: %w", err)
+		return nil, fmt.Errorf("--fencing-token: %w", err)
 	}
 	if s.lock != "" {
 		if errs := validation.IsDNS1123Subdomain(s.lock); len(errs) > 0 {
 			return nil, fmt.Errorf("--lock %q is not a valid FencedLock name: %v", s.lock, errs)
 		}
 	}
-	ns, err := o.namespace()
+	ns, explicit, err := o.objectNamespace()
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +74,11 @@ func (s *stampOptions) stamp(b *resource.Builder, o *options) ([]*resource.Info,
 		} else if labels[locksv1alpha1.FencedByLabel] == "" {
 			return nil, fmt.Errorf("%s %s has no %s label: pass --lock", u.GetKind(), u.GetName(), locksv1alpha1.FencedByLabel)
 		}
+		// Offline (stamp), the builder cannot tell namespaced kinds and sets no namespace; fenced
+		// objects are all namespaced, since their lock is.
+		if info.Mapping == nil && explicit && u.GetNamespace() == "" {
+			u.SetNamespace(ns)
+		}
 		annotations := u.GetAnnotations()
 		if annotations == nil {
 			annotations = map[string]string{}
@@ -87,7 +92,7 @@ func (s *stampOptions) stamp(b *resource.Builder, o *options) ([]*resource.Info,
 func newStampCommand(o *options) *cobra.Command {
 	var s stampOptions
 	cmd := &cobra.Command{
-		Use:   "stamp -f FILE [--lock LOCK] [--token TOKEN]",
+		Use:   "stamp -f FILE [--lock LOCK] [--fencing-token TOKEN]",
 		Short: "Print objects with the fence label and your fencing token set, for kubectl apply",
 		Example: `  # Inside "kubectl fencedlock run", the token comes from $FENCING_TOKEN
   kubectl fencedlock run ledger -- sh -c \
@@ -114,7 +119,7 @@ func newStampCommand(o *options) *cobra.Command {
 func newApplyCommand(o *options) *cobra.Command {
 	var s stampOptions
 	cmd := &cobra.Command{
-		Use:   "apply -f FILE [--lock LOCK] [--token TOKEN]",
+		Use:   "apply -f FILE [--lock LOCK] [--fencing-token TOKEN]",
 		Short: "Server-side apply objects as a fenced write with your fencing token",
 		Long: `Stamp the objects with the fence label and your fencing token, then server-side apply them.
 The fence refuses the write if the token is stale; the refusal is printed as the API server sent it.`,

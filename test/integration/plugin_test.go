@@ -42,11 +42,11 @@ var _ = Describe("kubectl fencedlock", Ordered, func() {
 		Eventually(func() string { return runOK("get", "ledger", "-o", "json") }, 10*time.Second).Should(
 			ContainSubstring(`"holder": "shell-user"`), "the status follows the Lease")
 
-		s := plugin(nil, "acquire", "ledger", "--identity", "someone-else")
-		Eventually(s, 30*time.Second).Should(gexec.Exit(1))
-		Expect(string(s.Err.Contents())).To(ContainSubstring(`lock is held by "shell-user"`))
+		s := plugin(nil, "acquire", "ledger", "--identity", "someone-else", "--no-wait")
+		Eventually(s, 30*time.Second).Should(gexec.Exit(124))
+		Expect(string(s.Err.Contents())).To(ContainSubstring(`is held by "shell-user"`))
 
-		runOK("release", "ledger", "--identity", "shell-user", "--token", tok)
+		runOK("release", "ledger", "--identity", "shell-user", "--fencing-token", tok)
 		Expect(runOK("get")).To(MatchRegexp(`ledger\s+<none>\s+` + tok))
 	})
 
@@ -64,7 +64,7 @@ var _ = Describe("kubectl fencedlock", Ordered, func() {
 		manifest := filepath.Join(GinkgoT().TempDir(), "cm.yaml")
 		Expect(os.WriteFile(manifest, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: books\ndata:\n  balance: \"1\"\n"), 0o600)).To(Succeed())
 
-		stamped := runOK("stamp", "-f", manifest, "--lock", "ledger", "--token", "123")
+		stamped := runOK("stamp", "-f", manifest, "--lock", "ledger", "--fencing-token", "123")
 		Expect(stamped).To(ContainSubstring(`fencedlock.io/token: "123"`))
 		Expect(stamped).To(ContainSubstring(`fencedlock.io/fenced-by: ledger`))
 

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/pkg/lock"
+)
+
+// waitOptions are how acquire and run take a lock: wait for it (the default), or not.
+type waitOptions struct {
+	noWait       bool
+	timeout      time.Duration
+	conflictCode int
+}
+
+func (w *waitOptions) addFlags(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&w.noWait, "no-wait", false, "Fail at once if the lock is held, instead of waiting for it")
+	cmd.Flags().DurationVar(&w.timeout, "timeout", 0, "Give up waiting for the lock after this long (0: wait until it is free)")
+	cmd.Flags().IntVarP(&w.conflictCode, "conflict-exit-code", "E", exitNotAcquired,
+		"Exit status when the lock is not acquired: held with --no-wait, or still held at --timeout")
+	cmd.MarkFlagsMutuallyExclusive("no-wait", "timeout")
+}
+
+// take acquires FencedLock name for identity as w says. If the lock is not acquired because it is
+// held (with --no-wait, or still at --timeout), the error is an *exitError with w.conflictCode
+// that says who holds the lock and with which token.
+func take(ctx context.Context, o *options, name, identity string, w waitOptions) (*lock.Grant, error) {
+	ns, err := o.namespace()
+	if err != nil {
+		return nil, err
+	}
+	cl, cs, err := o.clients()
+	if err != nil {
+		return nil, err
+	}
+	if err := lockExists(ctx, cl, ns, name); err != nil {
+		return nil, err
+	}
+	l := lock.New(cs.CoordinationV1(), ns, name, lock.WithIdentity(identity),
+		lock.WithWaitCallback(func(st lease.State) { waitingLine(o, name, st) }))
+	if w.noWait {
+		g, err := l.TryAcquire(ctx)
+		if h, ok := errors.AsType[*lease.HeldError](err); ok {
+			err = fmt.Errorf("FencedLock %s/%s is held by %q with token %s", ns, name, h.Holder, h.Token)
+			return nil, &exitError{code: w.conflictCode, err: err}
+		}
+		if errors.Is(err, lease.ErrNotInitialized) {
+			return nil, &exitError{code: w.conflictCode, err: fmt.Errorf("FencedLock %s/%s: %w", ns, name, err)}
+		}
+		return g, err
+	}
+	actx := ctx
+	if w.timeout > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, w.timeout)
+		defer cancel()
+	}
+	g, err := l.Acquire(actx)
+	if err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
+		return nil, &exitError{code: w.conflictCode, err: timedOut(cs, ns, name, w.timeout, err)}
+	}
+	return g, err
+}
+
+// lockExists fails at once for a FencedLock that does not exist, which Acquire would otherwise
+// wait for. Other errors are left to Acquire, which retries the transient ones; so is a user who
+// may use the Lease but not read the FencedLock.
+func lockExists(ctx context.Context, cl client.Client, ns, name string) error {
+	err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &locksv1alpha1.FencedLock{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("FencedLock %s/%s not found", ns, name)
+	case meta.IsNoMatchError(err):
+		return fmt.Errorf("FencedLock %s/%s: the FencedLock API is not installed in this cluster: %w", ns, name, err)
+	}
+	return nil
+}
+
+// timedOut is the error of a wait that reached --timeout: who holds the lock now, read from its
+// Lease, rather than "context deadline exceeded".
+func timedOut(cs kubernetes.Interface, ns, name string, after time.Duration, waitErr error) error {
+	prefix := fmt.Sprintf("timed out after %s waiting for FencedLock %s/%s", after, ns, name)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := cs.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("%s (%w); reading its Lease: %w", prefix, waitErr, err)
+	}
+	st, err := lease.Read(l)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: %w", prefix, err)
+	case st.Held():
+		return fmt.Errorf("%s: held by %q with token %s", prefix, st.Holder, st.Token)
+	case !st.Initialized():
+		return fmt.Errorf("%s: its Lease has no token yet (is the fencedlock manager running?)", prefix)
+	}
+	return fmt.Errorf("%s: it was free when the wait ended (%w)", prefix, waitErr)
+}
+
+// waitingLine prints one progress line when Acquire finds the lock held.
+func waitingLine(o *options, name string, st lease.State) {
+	if st.Held() {
+		fmt.Fprintf(o.streams.ErrOut, "waiting for %s: held by %q (token %s)\n", name, st.Holder, st.Token)
+		return
+	}
+	fmt.Fprintf(o.streams.ErrOut, "waiting for %s: the lock is not ready yet\n", name)
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// version is the plugin's version, set when releasing:
+//
+//	go build -ldflags "-X main.version=v0.3.0" ./cmd/kubectl-fencedlock
+//
+// Unset, it is the version of the module the binary was built from: "v0.3.0" after
+// "go install github.com/fencedlock/fencedlock/cmd/kubectl-fencedlock@v0.3.0", "(devel)" in a clone.
+var version = ""
+
+func shortVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(unknown)"
+}
+
+func newVersionCommand(o *options) *cobra.Command {
+	var short bool
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the plugin's version and how it was built",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			fmt.Fprintln(o.streams.Out, "kubectl-fencedlock", shortVersion())
+			if short {
+				return nil
+			}
+			if bi, ok := debug.ReadBuildInfo(); ok {
+				fmt.Fprintf(o.streams.Out, "module:   %s %s\n", bi.Main.Path, bi.Main.Version)
+				settings := map[string]string{}
+				for _, s := range bi.Settings {
+					settings[s.Key] = s.Value
+				}
+				if rev := settings["vcs.revision"]; rev != "" {
+					if settings["vcs.modified"] == "true" {
+						rev += " (modified)"
+					}
+					fmt.Fprintf(o.streams.Out, "commit:   %s %s\n", rev, settings["vcs.time"])
+				}
+			}
+			fmt.Fprintf(o.streams.Out, "go:       %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&short, "short", false, "Print the version only")
+	return cmd
+}

@@ -1,0 +1,481 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gbytes"
+	"github.com/onsi/gomega/gexec"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/pkg/lock"
+	"github.com/fencedlock/fencedlock/pkg/token"
+	"github.com/fencedlock/fencedlock/test/util"
+)
+
+// The test binary doubles as the command run under the lock: with signalHelperEnv set it logs to
+// the file in $FLOCK_HELPER_OUT its pid, each line it reads from stdin and each signal it receives
+// (so a signal delivered twice shows as two lines), and exits 0 on SIGUSR1.
+const signalHelperEnv = "FENCEDLOCK_TEST_SIGNAL_HELPER"
+
+func init() {
+	if os.Getenv(signalHelperEnv) != "" {
+		os.Exit(signalHelper(os.Getenv("FLOCK_HELPER_OUT")))
+	}
+}
+
+func signalHelper(out string) int {
+	f, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return 100
+	}
+	logLine := func(format string, args ...any) { _, _ = fmt.Fprintf(f, format+"\n", args...) }
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1)
+	logLine("pid %d pgrp %d", os.Getpid(), syscall.Getpgrp())
+	go func() {
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			logLine("line %s", sc.Text())
+		}
+	}()
+	for s := range sigs {
+		if s == syscall.SIGUSR1 {
+			return 0
+		}
+		logLine("signal %s", s)
+	}
+	return 0
+}
+
+// alive reports whether pid is a process that has not exited (a zombie has).
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
+}
+
+// Issue 12: kubectl fencedlock as dependable as flock(1). The plugin runs as its own process
+// against the real API server; so do the commands it runs.
+var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, func() {
+	var bin, kubeconfig, ns, stateDir, me string
+
+	BeforeAll(func() {
+		bin, kubeconfig = buildWithKubeconfig("github.com/fencedlock/fencedlock/cmd/kubectl-fencedlock", "flock-user")
+		ns = newNamespace()
+		stateDir = GinkgoT().TempDir()
+		host, err := os.Hostname()
+		Expect(err).NotTo(HaveOccurred())
+		me = "tester@" + host
+	})
+
+	// env is what every plugin process gets: a known $USER, and a private directory for holds.
+	env := func(extra ...string) []string {
+		return append(append(os.Environ(), "USER=tester", "XDG_RUNTIME_DIR="+stateDir), extra...)
+	}
+	command := func(extraEnv []string, args ...string) *exec.Cmd {
+		cmd := exec.Command(bin, append([]string{"--kubeconfig", kubeconfig, "-n", ns}, args...)...)
+		cmd.Env = env(extraEnv...)
+		return cmd
+	}
+	start := func(cmd *exec.Cmd) *gexec.Session {
+		s, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { s.Kill() })
+		return s
+	}
+	plugin := func(args ...string) *gexec.Session { return start(command(nil, args...)) }
+	exits := func(code int, args ...string) (stdout, stderr string) {
+		s := plugin(args...)
+		EventuallyWithOffset(1, s, 30*time.Second).Should(gexec.Exit(code), "%v: %s", args, s.Err.Contents())
+		return strings.TrimSpace(string(s.Out.Contents())), string(s.Err.Contents())
+	}
+	holder := func(name string) (string, string) {
+		st, err := lease.Read(getLease(ns, name))
+		ExpectWithOffset(1, err).NotTo(HaveOccurred())
+		return st.Holder, st.Token.String()
+	}
+	// holdBy takes name for identity with the Go client and keeps it until the spec ends.
+	holdBy := func(name, identity string) *lock.Grant {
+		g, err := locker(ns, name, identity).TryAcquire(ctx)
+		ExpectWithOffset(1, err).NotTo(HaveOccurred())
+		kctx, stop := context.WithCancel(ctx)
+		g.KeepAlive(kctx, 0)
+		DeferCleanup(func() { stop(); _ = g.Release(ctx) })
+		return g
+	}
+	helperLog := func(path string) func() string {
+		return func() string { b, _ := os.ReadFile(path); return string(b) }
+	}
+	helperPid := func(path string) int {
+		var pid int
+		EventuallyWithOffset(1, func(g Gomega) {
+			m := regexp.MustCompile(`pid (\d+)`).FindStringSubmatch(helperLog(path)())
+			g.Expect(m).To(HaveLen(2))
+			pid, _ = strconv.Atoi(m[1])
+		}, 30*time.Second).Should(Succeed())
+		return pid
+	}
+
+	Describe("run's process handling", func() {
+		BeforeAll(func() { newLock(ns, "proc", 3) })
+
+		It("forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the command once each, as a terminal sends them to the whole job", func() {
+			out := filepath.Join(GinkgoT().TempDir(), "helper.log")
+			cmd := command([]string{signalHelperEnv + "=1", "FLOCK_HELPER_OUT=" + out}, "run", "proc", "--", os.Args[0])
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the plugin leads its job's group
+			s := start(cmd)
+			child := helperPid(out)
+			DeferCleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
+
+			for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
+				Expect(syscall.Kill(-cmd.Process.Pid, sig)).To(Succeed()) // what a terminal does on Ctrl-C
+				line := "signal " + sig.String()
+				Eventually(func() int { return strings.Count(helperLog(out)(), line) }, 10*time.Second).Should(Equal(1), line)
+				Consistently(func() int { return strings.Count(helperLog(out)(), line) }, "500ms").Should(Equal(1), line)
+			}
+			Expect(syscall.Kill(child, syscall.SIGUSR1)).To(Succeed())
+			Eventually(s, 30*time.Second).Should(gexec.Exit(0), string(s.Err.Contents()))
+			Expect(string(s.Err.Contents())).To(ContainSubstring("released proc"))
+		})
+
+		It("in a terminal, gives it to the command: it reads its input, gets one SIGINT per Ctrl-C, and Ctrl-Z does not suspend it", func() {
+			script, err := exec.LookPath("script")
+			if err != nil {
+				Skip("script(1) from util-linux is needed for a pseudo-terminal")
+			}
+			// A job-control shell in a pseudo-terminal: it gives the plugin's job the terminal, as an
+			// interactive shell does.
+			dir := GinkgoT().TempDir()
+			out := filepath.Join(dir, "helper.log")
+			job := filepath.Join(dir, "job.sh")
+			Expect(os.WriteFile(job, []byte(fmt.Sprintf("set -m\n%s=1 FLOCK_HELPER_OUT=%s %s --kubeconfig %s -n %s run proc -- %s\n"+
+				"echo \"plugin exit status $?\"\n", signalHelperEnv, out, bin, kubeconfig, ns, os.Args[0])), 0o600)).To(Succeed())
+			cmd := exec.Command(script, "-qec", "sh "+job, "/dev/null")
+			cmd.Env = env()
+			tty, err := cmd.StdinPipe()
+			Expect(err).NotTo(HaveOccurred())
+			s := start(cmd)
+			DeferCleanup(func() { _ = tty.Close() })
+			child := helperPid(out)
+			DeferCleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
+
+			_, err = io.WriteString(tty, "hello\n")
+			Expect(err).NotTo(HaveOccurred())
+			Eventually(helperLog(out), 10*time.Second).Should(ContainSubstring("line hello"))
+
+			_, err = io.WriteString(tty, "\x03") // Ctrl-C
+			Expect(err).NotTo(HaveOccurred())
+			count := func() int { return strings.Count(helperLog(out)(), "signal interrupt") }
+			Eventually(count, 10*time.Second).Should(Equal(1))
+			Consistently(count, "500ms").Should(Equal(1))
+
+			_, err = io.WriteString(tty, "\x1a") // Ctrl-Z
+			Expect(err).NotTo(HaveOccurred())
+			time.Sleep(300 * time.Millisecond)
+			_, err = io.WriteString(tty, "again\n")
+			Expect(err).NotTo(HaveOccurred())
+			Eventually(helperLog(out), 10*time.Second).Should(ContainSubstring("line again"), "still running")
+
+			Expect(syscall.Kill(child, syscall.SIGUSR1)).To(Succeed())
+			Eventually(s, 30*time.Second).Should(gexec.Exit(0), "the plugin takes the terminal back and exits")
+			Expect(string(s.Out.Contents())).To(ContainSubstring("plugin exit status 0"))
+			h, _ := holder("proc")
+			Expect(h).To(BeEmpty())
+		})
+
+		It("dies of the signal that killed the command, after releasing, so the calling shell sees the interrupt", func() {
+			cmd := command(nil, "run", "proc", "--", "sleep", "100")
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			s := start(cmd)
+			Eventually(s.Err, 30*time.Second).Should(gbytes.Say("acquired proc"))
+			Expect(syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)).To(Succeed())
+			Eventually(s, 30*time.Second).Should(gexec.Exit())
+			ws := s.Command.ProcessState.Sys().(syscall.WaitStatus)
+			Expect(ws.Signaled()).To(BeTrue(), "exit status %d", ws.ExitStatus())
+			Expect(ws.Signal()).To(Equal(syscall.SIGINT))
+			Expect(string(s.Err.Contents())).To(ContainSubstring("released proc"))
+		})
+
+		It("kills the command when the plugin is killed with SIGKILL: it never outlives the lock", func() {
+			pidFile := filepath.Join(GinkgoT().TempDir(), "child.pid")
+			s := plugin("run", "proc", "--", "sh", "-c", "echo $$ > "+pidFile+"; exec sleep 1000")
+			var pid int
+			Eventually(func() error {
+				b, err := os.ReadFile(pidFile)
+				if err == nil {
+					pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+				}
+				return err
+			}, 30*time.Second).Should(Succeed())
+			DeferCleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+			Expect(alive(pid)).To(BeTrue())
+
+			s.Kill()
+			Eventually(s).Should(gexec.Exit())
+			Eventually(func() bool { return alive(pid) }, 5*time.Second).Should(BeFalse(), "the command outlived the plugin")
+		})
+	})
+
+	Describe("exit codes", func() {
+		It("tells a lock that is busy (--no-wait) or still busy at --timeout apart from the command's status, and says who holds it", func() {
+			newLock(ns, "busy", 15)
+			g := holdBy("busy", "other")
+			held := fmt.Sprintf(`held by "other" with token %s`, g.Token)
+
+			_, stderr := exits(124, "run", "busy", "--no-wait", "--", "true")
+			Expect(stderr).To(ContainSubstring(held))
+			exits(3, "run", "busy", "--no-wait", "--conflict-exit-code", "3", "--", "true")
+			_, stderr = exits(124, "acquire", "busy", "--no-wait")
+			Expect(stderr).To(ContainSubstring(held))
+
+			_, stderr = exits(124, "run", "busy", "--timeout", "1s", "--", "true")
+			Expect(stderr).To(ContainSubstring(fmt.Sprintf("timed out after 1s waiting for FencedLock %s/busy: %s", ns, held)))
+			Expect(stderr).NotTo(ContainSubstring("deadline exceeded"))
+			_, stderr = exits(124, "acquire", "busy", "--timeout", "1s")
+			Expect(stderr).To(ContainSubstring(fmt.Sprintf("timed out after 1s waiting for FencedLock %s/busy: %s", ns, held)))
+
+			By("a signal ends the wait: run dies of it, the command never ran")
+			waiting := command(nil, "run", "busy", "--", "touch", filepath.Join(GinkgoT().TempDir(), "ran"))
+			s := start(waiting)
+			Eventually(s.Err, 30*time.Second).Should(gbytes.Say(`waiting for busy: held by "other"`))
+			Expect(waiting.Process.Signal(syscall.SIGTERM)).To(Succeed())
+			Eventually(s, 30*time.Second).Should(gexec.Exit())
+			Expect(s.Command.ProcessState.Sys().(syscall.WaitStatus).Signal()).To(Equal(syscall.SIGTERM))
+			h, _ := holder("busy")
+			Expect(h).To(Equal("other"))
+		})
+
+		It("exits 127 for a command that does not exist and 126 for one that cannot be executed, without taking the lock", func() {
+			newLock(ns, "exec", 15)
+			_, stderr := exits(127, "run", "exec", "--", "no-such-command-anywhere")
+			Expect(stderr).To(ContainSubstring("no-such-command-anywhere"))
+			plain := filepath.Join(GinkgoT().TempDir(), "not-executable")
+			Expect(os.WriteFile(plain, []byte("echo hi\n"), 0o644)).To(Succeed())
+			exits(126, "run", "exec", "--", plain)
+			h, tok := holder("exec")
+			Expect(h).To(BeEmpty())
+			Expect(getLease(ns, "exec").Spec.LeaseTransitions).To(Or(BeNil(), HaveValue(BeZero())), "never granted; token %s", tok)
+		})
+
+		It("exits 123 when the lock is lost while the command runs, whatever the command then returns", func() {
+			newLock(ns, "lost", 3)
+			tokFile := filepath.Join(GinkgoT().TempDir(), "token")
+			s := plugin("run", "lost", "--identity", "runner", "--grace", "1s", "--",
+				"sh", "-c", "echo $FENCING_TOKEN > "+tokFile+"; trap 'exit 0' TERM; sleep 60 & wait")
+			var tok token.Token
+			Eventually(func() error {
+				b, err := os.ReadFile(tokFile)
+				if err == nil {
+					tok, err = token.Parse(strings.TrimSpace(string(b)))
+				}
+				return err
+			}, 30*time.Second).Should(Succeed())
+			g, err := locker(ns, "lost", "runner").Attach(ctx, tok)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(g.Release(ctx)).To(Succeed()) // someone releases the grant under the command's feet
+			Eventually(s, 30*time.Second).Should(gexec.Exit(123))
+			Expect(string(s.Err.Contents())).To(ContainSubstring("lost lock lost"))
+		})
+	})
+
+	Describe("waiting, identity and flags", func() {
+		It("waits by default, under a stable identity that release and renew need no flag for", func() {
+			newLock(ns, "wait", 15)
+			other := holdBy("wait", "other")
+			s := plugin("acquire", "wait")
+			Eventually(s.Err, 30*time.Second).Should(gbytes.Say(`waiting for wait: held by "other"`))
+			Consistently(s, "1s").ShouldNot(gexec.Exit())
+			Expect(other.Release(ctx)).To(Succeed())
+			Eventually(s, 30*time.Second).Should(gexec.Exit(0), string(s.Err.Contents()))
+			tok := strings.TrimSpace(string(s.Out.Contents()))
+			h, _ := holder("wait")
+			Expect(h).To(Equal(me))
+
+			exits(0, "renew", "wait", "--fencing-token", tok)
+			exits(0, "release", "wait", "--fencing-token", tok)
+			h, _ = holder("wait")
+			Expect(h).To(BeEmpty())
+
+			s = plugin("run", "wait", "--", "sh", "-c", "echo $FENCEDLOCK_HOLDER")
+			Eventually(s, 30*time.Second).Should(gexec.Exit(0))
+			Expect(strings.TrimSpace(string(s.Out.Contents()))).To(Equal(me))
+		})
+
+		It("fails at once, waiting or not, on a lock that does not exist", func() {
+			for _, args := range [][]string{{"acquire", "nope"}, {"acquire", "nope", "--no-wait"}} {
+				_, stderr := exits(1, args...)
+				Expect(stderr).To(ContainSubstring(fmt.Sprintf("FencedLock %s/nope not found", ns)))
+			}
+			_, stderr := exits(125, "run", "nope", "--", "true")
+			Expect(stderr).To(ContainSubstring(fmt.Sprintf("FencedLock %s/nope not found", ns)))
+		})
+
+		It("calls the fencing token --fencing-token everywhere: --token stays kubectl's bearer token", func() {
+			for _, sub := range []string{"release", "renew", "stamp", "apply"} {
+				help, _ := exits(0, sub, "--help")
+				Expect(help).To(ContainSubstring("--fencing-token"), sub)
+				Expect(help).To(MatchRegexp(`--token string\s+Bearer token`), sub)
+			}
+			_, stderr := exits(1, "release", "wait", "--token", "5")
+			Expect(stderr).To(ContainSubstring("--fencing-token"))
+		})
+
+		It("validates -o before acquiring, and prints names, JSONPath, JSON and YAML like kubectl", func() {
+			newLock(ns, "out", 15)
+			_, stderr := exits(1, "acquire", "out", "-o", "bogus")
+			Expect(stderr).To(ContainSubstring(`output format "bogus"`))
+			h, _ := holder("out")
+			Expect(h).To(BeEmpty(), "not acquired")
+
+			name, _ := exits(0, "acquire", "out", "-o", "name")
+			Expect(name).To(Equal("fencedlock.locks.fencedlock.io/out"))
+			_, tok := holder("out")
+			exits(0, "release", "out", "--fencing-token", tok)
+			jp, _ := exits(0, "acquire", "out", "-o", "jsonpath={.status.holder} {.status.token}")
+			_, tok = holder("out")
+			Expect(jp).To(Equal(me + " " + tok))
+			exits(0, "release", "out", "--fencing-token", tok)
+
+			name, _ = exits(0, "get", "out", "-o", "name")
+			Expect(name).To(Equal("fencedlock.locks.fencedlock.io/out"))
+			jp, _ = exits(0, "get", "out", "-o", "jsonpath={.spec.leaseDurationSeconds}")
+			Expect(jp).To(Equal("15"))
+			js, _ := exits(0, "get", "out", "-o", "json")
+			Expect(js).To(ContainSubstring(`"kind": "FencedLock"`))
+			Expect(js).NotTo(ContainSubstring("managedFields"))
+			y, _ := exits(0, "get", "-o", "yaml")
+			Expect(y).To(ContainSubstring("kind: FencedLockList"), "no name: a list, however many locks")
+			Expect(y).NotTo(ContainSubstring("managedFields"))
+		})
+
+		It(`says "No resources found in <ns> namespace." for an empty get`, func() {
+			empty := newNamespace()
+			s := start(exec.Command(bin, "--kubeconfig", kubeconfig, "-n", empty, "get"))
+			Eventually(s, 30*time.Second).Should(gexec.Exit(0))
+			Expect(string(s.Out.Contents())).To(BeEmpty())
+			Expect(string(s.Err.Contents())).To(Equal(fmt.Sprintf("No resources found in %s namespace.\n", empty)))
+		})
+
+		It("stamp and apply use $FENCEDLOCK_NAMESPACE, which run sets from -n", func() {
+			newLock(ns, "nsl", 15)
+			manifest := filepath.Join(GinkgoT().TempDir(), "cm.yaml")
+			Expect(os.WriteFile(manifest, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: nsbooks\ndata:\n  a: \"1\"\n"), 0o600)).To(Succeed())
+
+			stamp := exec.Command(bin, "stamp", "-f", manifest, "--lock", "nsl", "--fencing-token", "7")
+			stamp.Env = env("FENCEDLOCK_NAMESPACE=elsewhere")
+			s := start(stamp)
+			Eventually(s, 30*time.Second).Should(gexec.Exit(0), string(s.Err.Contents()))
+			Expect(string(s.Out.Contents())).To(ContainSubstring("namespace: elsewhere"))
+
+			// The command run under the lock names no namespace: it inherits the one run was given.
+			_, stderr := exits(0, "run", "nsl", "--", bin, "--kubeconfig", kubeconfig, "apply", "-f", manifest, "--lock", "nsl")
+			Expect(stderr).To(ContainSubstring("released nsl"))
+			cm := &corev1.ConfigMap{}
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "nsbooks"}, cm)).To(Succeed())
+			_, tok := holder("nsl")
+			Expect(cm.Annotations[locksv1alpha1.RecordedTokenAnnotation]).To(Equal(tok))
+		})
+	})
+
+	Describe("completion, version and packaging", func() {
+		It("completes subcommands and lock names, also through kubectl's kubectl_complete-fencedlock", func() {
+			newLock(ns, "complete-me", 15)
+			subs, _ := exits(0, "__complete", "")
+			for _, sub := range []string{"acquire", "get", "release", "renew", "run", "stamp", "apply", "version"} {
+				Expect(subs).To(MatchRegexp(`(?m)^`+sub+`\t`), sub)
+			}
+			locks, _ := exits(0, "__complete", "acquire", "")
+			Expect(locks).To(ContainSubstring("complete-me"))
+
+			// kubectl calls kubectl_complete-fencedlock with the words after "kubectl fencedlock".
+			dir := GinkgoT().TempDir()
+			Expect(os.Symlink(bin, filepath.Join(dir, "kubectl-fencedlock"))).To(Succeed())
+			script := filepath.Join(util.RepoRoot(), "cmd", "kubectl-fencedlock", "kubectl_complete-fencedlock")
+			linked := filepath.Join(GinkgoT().TempDir(), "kubectl_complete-fencedlock")
+			Expect(os.Symlink(bin, linked)).To(Succeed())
+			for _, completer := range []string{script, linked} {
+				c := exec.Command(completer, "-n", ns, "run", "")
+				c.Env = env("PATH="+dir+":"+os.Getenv("PATH"), "KUBECONFIG="+kubeconfig)
+				s := start(c)
+				Eventually(s, 30*time.Second).Should(gexec.Exit(0), string(s.Err.Contents()))
+				Expect(string(s.Out.Contents())).To(ContainSubstring("complete-me"), completer)
+			}
+		})
+
+		It("prints its version: the module's, or the one set at link time", func() {
+			out, _ := exits(0, "version")
+			Expect(out).To(MatchRegexp(`^kubectl-fencedlock \S+`))
+			stamped, err := gexec.Build("github.com/fencedlock/fencedlock/cmd/kubectl-fencedlock",
+				"-ldflags", "-X main.version=v9.8.7-test")
+			Expect(err).NotTo(HaveOccurred())
+			s := start(exec.Command(stamped, "version"))
+			Eventually(s, 30*time.Second).Should(gexec.Exit(0))
+			Expect(string(s.Out.Contents())).To(HavePrefix("kubectl-fencedlock v9.8.7-test"))
+		})
+	})
+
+	Describe("acquire --hold", func() {
+		It("keeps the lock past its lease duration in the background until release, which stops the renewer", func() {
+			newLock(ns, "hold", 2)
+			tok, stderr := exits(0, "acquire", "hold", "--hold") // exits: the renewer keeps no pipe open
+			Expect(tok).To(MatchRegexp(`^\d+$`))
+			m := regexp.MustCompile(`in the background by pid (\d+)`).FindStringSubmatch(stderr)
+			Expect(m).To(HaveLen(2), stderr)
+			renewer, _ := strconv.Atoi(m[1])
+			DeferCleanup(func() { _ = syscall.Kill(renewer, syscall.SIGKILL) })
+
+			time.Sleep(5 * time.Second) // more than twice the lease
+			h, now := holder("hold")
+			Expect(h).To(Equal(me))
+			Expect(now).To(Equal(tok))
+			Expect(alive(renewer)).To(BeTrue())
+
+			_, stderr = exits(0, "release", "hold")
+			Expect(stderr).To(ContainSubstring("released hold (token " + tok + ")"))
+			h, _ = holder("hold")
+			Expect(h).To(BeEmpty())
+			Eventually(func() bool { return alive(renewer) }, 5*time.Second).Should(BeFalse())
+		})
+
+		It("stops renewing when the grant is lost, and release then says so", func() {
+			tok, stderr := exits(0, "acquire", "hold", "--hold")
+			m := regexp.MustCompile(`in the background by pid (\d+)`).FindStringSubmatch(stderr)
+			Expect(m).To(HaveLen(2), stderr)
+			renewer, _ := strconv.Atoi(m[1])
+			DeferCleanup(func() { _ = syscall.Kill(renewer, syscall.SIGKILL) })
+			_, stderr = exits(124, "acquire", "hold", "--hold", "--no-wait")
+			Expect(stderr).To(ContainSubstring("already"))
+
+			t, err := token.Parse(tok)
+			Expect(err).NotTo(HaveOccurred())
+			g, err := locker(ns, "hold", me).Attach(ctx, t)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(g.Release(ctx)).To(Succeed())
+			Eventually(func() bool { return alive(renewer) }, 5*time.Second).Should(BeFalse())
+
+			_, stderr = exits(1, "release", "hold")
+			Expect(stderr).To(ContainSubstring("was lost"))
+		})
+	})
+})
