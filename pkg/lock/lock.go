@@ -195,7 +195,7 @@ func (l *Locker) TryAcquire(ctx context.Context) (*Grant, error) {
 		if err != nil {
 			return nil, err
 		}
-		g, err := l.grant(ctx, cur)
+		g, err := l.grant(ctx, cur, l.clock.Now())
 		if apierrors.IsConflict(err) {
 			continue // the Lease changed under us; look again
 		}
@@ -260,9 +260,10 @@ func (l *Locker) waitError(ctx context.Context, a *acquisition) error {
 // acquisition is what one Acquire call carries across re-lists.
 type acquisition struct {
 	// unsure holds the tokens of grant writes whose outcome is unknown (the request failed after it
-	// may have reached the API server), with when each was sent. A Lease held by this identity
-	// with one of them is that write's result: only a write conditioned on that resourceVersion
-	// can issue that token.
+	// may have reached the API server), with the acquireTime each wrote. A Lease held by this
+	// identity with one of them and that exact acquireTime (microseconds) is that write's result:
+	// only a write conditioned on that resourceVersion can issue that token, and another process
+	// sharing the identity (two scripts of one user on one host) writes another acquireTime.
 	unsure map[token.Token]time.Time
 	// seen is the last state reported to the wait callback.
 	seen lease.State
@@ -355,12 +356,12 @@ func (l *Locker) acquireOnce(ctx context.Context, a *acquisition) (*Grant, error
 // event says more.
 func (l *Locker) attempt(ctx context.Context, a *acquisition, cur *coordinationv1.Lease) (*Grant, error) {
 	st, rerr := lease.Read(cur)
-	if sent, ok := a.unsure[st.Token]; ok && rerr == nil && st.Holder == l.identity {
+	if sent, ok := a.unsure[st.Token]; ok && rerr == nil && st.Holder == l.identity && sameMicro(st.AcquireTime, sent) {
 		l.remember(cur)
 		return &Grant{locker: l, Token: st.Token, lease: cur, renewedAt: sent, lost: make(chan struct{})}, nil
 	}
 	sent := l.clock.Now()
-	g, err := l.grant(ctx, cur)
+	g, err := l.grant(ctx, cur, sent)
 	switch {
 	case err == nil:
 		return g, nil
@@ -373,7 +374,8 @@ func (l *Locker) attempt(ctx context.Context, a *acquisition, cur *coordinationv
 		}
 		return nil, nil
 	case retryable(err):
-		if tok, terr := token.FromResourceVersion(cur.ResourceVersion); terr == nil {
+		// A 429 was refused before it was applied: its outcome is known.
+		if tok, terr := token.FromResourceVersion(cur.ResourceVersion); terr == nil && !apierrors.IsTooManyRequests(err) {
 			if a.unsure == nil {
 				a.unsure = map[token.Token]time.Time{}
 			}
@@ -413,11 +415,11 @@ func (l *Locker) getLease(ctx context.Context) (*coordinationv1.Lease, error) {
 }
 
 // grant tries one compare-and-swap from cur. Conflicts are returned unwrapped.
-func (l *Locker) grant(ctx context.Context, cur *coordinationv1.Lease) (*Grant, error) {
+func (l *Locker) grant(ctx context.Context, cur *coordinationv1.Lease, now time.Time) (*Grant, error) {
 	var tok token.Token
 	out, err := lease.CAS(ctx, l.writer, cur, func(next *coordinationv1.Lease) error {
 		var err error
-		tok, err = lease.Grant(next, l.identity, l.clock.Now())
+		tok, err = lease.Grant(next, l.identity, now)
 		return err
 	})
 	if err != nil {
@@ -579,4 +581,9 @@ func (g *Grant) KeepAlive(ctx context.Context, interval time.Duration) {
 			}
 		}
 	}()
+}
+
+// sameMicro reports whether stored, a MicroTime read back from the API server, is t as written.
+func sameMicro(stored *metav1.MicroTime, t time.Time) bool {
+	return stored != nil && stored.UTC().Format(metav1.RFC3339Micro) == t.UTC().Format(metav1.RFC3339Micro)
 }

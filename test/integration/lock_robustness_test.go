@@ -46,6 +46,9 @@ type flakyLeases struct {
 	// updatesAfter fails Update calls after the real update was made: the write happened, but
 	// its response was lost (an API server killed mid-request).
 	updatesAfter []error
+	// instead, when set, runs in place of the next Update (once) and its error is returned: the
+	// write never reaches the API server.
+	instead func() error
 	// calls counts the calls that reached this wrapper, by verb.
 	calls map[string]int
 }
@@ -100,6 +103,13 @@ func (f *flakyLeases) Get(ctx context.Context, name string, opts metav1.GetOptio
 }
 
 func (f *flakyLeases) Update(ctx context.Context, l *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	f.mu.Lock()
+	instead := f.instead
+	f.instead = nil
+	f.mu.Unlock()
+	if instead != nil {
+		return nil, instead()
+	}
 	out, err := f.LeaseInterface.Update(ctx, l, opts)
 	if err != nil {
 		_ = f.next("update", new([]error)) // the real error wins
@@ -242,6 +252,34 @@ var _ = Describe("Go client robustness", func() {
 			Expect(g.Token.String()).To(Equal(before.ResourceVersion))
 			Expect(g.Renew(ctx)).To(Succeed())
 			Expect(g.Release(ctx)).To(Succeed())
+		})
+
+		It("Acquire does not take as its own a grant another process of the same identity won", func() {
+			ns := newNamespace()
+			newLock(ns, "same-id", 15)
+			var other *lock.Grant
+			f := &flakyLeases{instead: func() error {
+				// The other process's grant, conditioned on the same resourceVersion, lands first;
+				// this process's write times out without reaching etcd.
+				var err error
+				other, err = locker(ns, "same-id", "c").TryAcquire(ctx)
+				Expect(err).NotTo(HaveOccurred())
+				return apierrors.NewServerTimeout(leasesResource, "update", 1)
+			}}
+			actx, acancel := context.WithTimeout(ctx, 10*time.Second)
+			defer acancel()
+			got := make(chan *lock.Grant, 1)
+			go func() {
+				defer GinkgoRecover()
+				g, err := lock.New(flakyGetter{f}, ns, "same-id", lock.WithIdentity("c")).Acquire(actx)
+				Expect(err).NotTo(HaveOccurred())
+				got <- g
+			}()
+			Consistently(got, "1s").ShouldNot(Receive(), "the other process holds the lock with its token")
+			Expect(other.Release(ctx)).To(Succeed())
+			var g *lock.Grant
+			Eventually(got, 5*time.Second).Should(Receive(&g))
+			Expect(g.Token).To(BeNumerically(">", other.Token), "a grant of its own, with a higher token")
 		})
 
 		It("Acquire returns at once on errors that do not heal", func() {
