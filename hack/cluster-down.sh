@@ -105,6 +105,11 @@ if [ $NODE = 1 ]; then
   done
   rm -f "$CTRD_STATE"/io.containerd.grpc.v1.cri/netns/* 2> /dev/null || true
   if ip link show "$BRIDGE" > /dev/null 2>&1; then ip link del "$BRIDGE" || true; fi
+  # cluster-up.sh's route from pods to the API server.
+  if command -v iptables > /dev/null; then
+    while iptables -t nat -D PREROUTING -i "$BRIDGE" -j FENCEDLOCK-APISERVER 2> /dev/null; do :; done
+    if iptables -t nat -F FENCEDLOCK-APISERVER 2> /dev/null; then iptables -t nat -X FENCEDLOCK-APISERVER 2> /dev/null || true; fi
+  fi
   if [ -f "$CLUSTER_DIR/ip_forward.orig" ]; then
     cat "$CLUSTER_DIR/ip_forward.orig" > /proc/sys/net/ipv4/ip_forward 2> /dev/null ||
       log "could not restore net.ipv4.ip_forward=$(<"$CLUSTER_DIR/ip_forward.orig")"

@@ -12,10 +12,13 @@
 # --node needs root and uses fixed ports 10248/10250 (kubelet), 10257 (controller-manager),
 # 10259 (scheduler); its containerd keeps its socket and runtime state in /run/fencedlock-containerd.
 #
-# No kube-proxy and no cluster DNS: pods cannot reach the API server through its Service IP. Run
-# the manager outside the cluster with the admin kubeconfig (webhooks served on 127.0.0.1 and
-# registered by URL), and give test pods `hostNetwork: true`. Images come from hack/mkimage.sh via
-# hack/cluster-load-image.sh with `imagePullPolicy: Never`; no registry is reachable.
+# No kube-proxy and no cluster DNS. Pods reach the API server through the kubernetes Service
+# (10.96.0.1:443, what in-cluster clients dial): --node DNATs it to 127.0.0.1 for the pod bridge
+# only. The API server reaches webhook Services through their endpoints (--enable-aggregator-routing),
+# so an operator can run in the cluster as installed (the e2e suite does); `make demo` runs it
+# outside with its webhooks registered by URL. Pods on the host network reach 127.0.0.1 directly.
+# Images come from hack/mkimage.sh via hack/cluster-load-image.sh with `imagePullPolicy: Never`;
+# no registry is reachable.
 set -euo pipefail
 
 NODE=0
@@ -33,6 +36,9 @@ ETCD_PEER_PORT=$((ETCD_PORT + 1))
 ETCD_METRICS_PORT=$((ETCD_PORT + 2))
 POD_SUBNET=${POD_SUBNET:-10.244.0.0/24}
 SERVICE_CIDR=10.96.0.0/16
+APISERVER_SVC_IP=10.96.0.1 # the kubernetes Service: the first address of SERVICE_CIDR, in the apiserver cert
+# The pod bridge; hack/cluster-down.sh deletes it.
+BRIDGE=flcni0
 # Outside CLUSTER_DIR because a unix socket path must stay under 108 bytes; hack/cluster-down.sh
 # uses the same path.
 CTRD_STATE=/run/fencedlock-containerd
@@ -236,8 +242,10 @@ start etcd "$BIN/etcd" --name fencedlock --data-dir "$CLUSTER_DIR/etcd-data" \
   --quota-backend-bytes 2147483648
 wait_for "etcd health" 60 etcd curl -sf "http://127.0.0.1:$ETCD_METRICS_PORT/health"
 
-# No Service endpoints are reconciled (nothing could route to them without kube-proxy). Admission
-# webhooks registered by URL to https://127.0.0.1:<port> work with these defaults.
+# The kubernetes Service gets no endpoints (nothing routes to them without kube-proxy; pods reach
+# the API server by the DNAT below). --enable-aggregator-routing makes the API server call
+# webhook (and aggregated API) Services at their endpoints' pod IPs, which the host reaches over
+# the pod bridge; webhooks registered by URL to https://127.0.0.1:<port> work too.
 start kube-apiserver "$BIN/kube-apiserver" \
   --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
   --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
@@ -324,8 +332,10 @@ state = "$CTRD_STATE"
         Root = "$CTRD_STATE/runc"
 EOF
 
-# Bridge CNI only so the node reports NetworkReady (and the kubelet can probe pod IPs); nothing
-# routes between pods and the outside. IPAM state stays in CLUSTER_DIR.
+# Bridge CNI so the node reports NetworkReady, the kubelet and the API server reach pod IPs
+# (probes, webhooks by Service), and pods reach the Service network through the bridge (only the
+# kubernetes Service answers there; see the DNAT below). Nothing routes between pods and the
+# outside. IPAM state stays in CLUSTER_DIR.
 cat > "$CLUSTER_DIR/cni/net.d/10-fencedlock.conflist" <<EOF
 {
   "cniVersion": "0.4.0",
@@ -333,14 +343,15 @@ cat > "$CLUSTER_DIR/cni/net.d/10-fencedlock.conflist" <<EOF
   "plugins": [
     {
       "type": "bridge",
-      "bridge": "flcni0",
+      "bridge": "$BRIDGE",
       "isGateway": true,
       "ipMasq": false,
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
         "dataDir": "$CLUSTER_DIR/cni/ipam",
-        "ranges": [[{"subnet": "$POD_SUBNET"}]]
+        "ranges": [[{"subnet": "$POD_SUBNET"}]],
+        "routes": [{"dst": "$SERVICE_CIDR"}]
       }
     },
     {"type": "loopback"}
@@ -353,6 +364,26 @@ EOF
 if [ ! -f "$CLUSTER_DIR/ip_forward.orig" ]; then
   cat /proc/sys/net/ipv4/ip_forward > "$CLUSTER_DIR/ip_forward.orig"
 fi
+
+# ---- the API server from pods. No kube-proxy: the kubernetes Service's ClusterIP, which in-cluster
+# clients (KUBERNETES_SERVICE_HOST) dial, is DNATed to the API server on 127.0.0.1, for traffic
+# arriving from the pod bridge only. route_localnet on that bridge (and nowhere else) lets the
+# kernel route it to 127.0.0.1; the kubelet's KUBE-FIREWALL passes DNATed connections to 127/8.
+# So the manager's Deployment runs as on any cluster, without hostNetwork. The bridge is made here
+# (the CNI plugin adopts it) so the sysctl can be set before the first pod; cluster-down.sh
+# removes the chain and the bridge.
+if ! ip link show "$BRIDGE" > /dev/null 2>&1; then
+  ip link add name "$BRIDGE" type bridge
+fi
+ip link set "$BRIDGE" up
+echo 1 > "/proc/sys/net/ipv4/conf/$BRIDGE/route_localnet"
+iptables -t nat -N FENCEDLOCK-APISERVER 2> /dev/null || true
+iptables -t nat -F FENCEDLOCK-APISERVER
+iptables -t nat -A FENCEDLOCK-APISERVER -d "$APISERVER_SVC_IP/32" -p tcp --dport 443 \
+  -m comment --comment "fencedlock: kubernetes Service -> kube-apiserver on 127.0.0.1" \
+  -j DNAT --to-destination "127.0.0.1:$API_PORT"
+iptables -t nat -C PREROUTING -i "$BRIDGE" -j FENCEDLOCK-APISERVER 2> /dev/null ||
+  iptables -t nat -A PREROUTING -i "$BRIDGE" -j FENCEDLOCK-APISERVER
 
 ctr() { command ctr -a "$SOCK" -n k8s.io "$@"; }
 start containerd containerd --config "$CLUSTER_DIR/containerd.toml"
@@ -388,6 +419,8 @@ start kube-scheduler "$BIN/kube-scheduler" \
 # kubelet refuses v1 by default since 1.35). Image GC is off: images cannot be pulled back.
 # nodeStatusUpdateFrequency 2s: after a restart the kubelet skips its fast startup updates (the
 # node object still says Ready) and would post Ready only on its next 10 s tick.
+# crashLoopBackOff 1s: a crashed container (the manager, killed on purpose by the fault-injection
+# tests) is restarted within a second instead of after up to 5 minutes of back-off.
 cat > "$CLUSTER_DIR/kubelet-config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -418,6 +451,7 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.availa
 syncFrequency: 10s
 nodeStatusUpdateFrequency: 2s
 nodeStatusReportFrequency: 5m
+crashLoopBackOff: {maxContainerRestartPeriod: 1s}
 EOF
 mkdir -p "$CLUSTER_DIR/kubelet-root" "$CLUSTER_DIR/pod-logs"
 KUBELET_SINCE=

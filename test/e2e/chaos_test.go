@@ -98,9 +98,9 @@ var _ = Describe("Fault injection", Ordered, func() {
 			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "writer"},
 			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default", Namespace: c.ns}}})).To(Succeed())
 
-		By("restarting the manager with the crash-after-pod-grant failpoint armed")
-		restartManager(0.3)
-		DeferCleanup(func() { restartManager(0) })
+		By("rolling the manager's replicas out with the crash-after-pod-grant failpoint armed")
+		setFailpoint(0.3)
+		DeferCleanup(func() { setFailpoint(0) })
 	})
 
 	It("never admits a write with a superseded token, and the history is linearizable", func() {
@@ -120,14 +120,15 @@ var _ = Describe("Fault injection", Ordered, func() {
 		for i := range envInt("CHAOS_CLIENTS", 4) {
 			c.startClient(i+1, duration)
 		}
+		// Nobody supervises the manager: the kubelet restarts a crashed replica, the Deployment
+		// replaces a deleted one.
 		wg.Go(func() { defer GinkgoRecover(); c.createPods(cctx) })
-		wg.Go(func() { defer GinkgoRecover(); c.superviseManager(cctx) })
 		wg.Go(func() { defer GinkgoRecover(); c.injectFaults(cctx) })
 		wg.Wait()
 
 		By("waiting for the holders to finish and the cluster to settle")
 		run("hack/cluster-up.sh", "--node") // whatever a fault left stopped
-		restartManager(0)                   // disarmed: nobody restarts it any more
+		setFailpoint(0)                     // disarmed, so the queue drains
 		for _, p := range c.procs {
 			_ = p.Process.Signal(syscall.SIGCONT)
 			_ = p.Wait()
@@ -165,37 +166,10 @@ func envInt(k string, def int) int {
 	return def
 }
 
-func managerPID() int {
-	b, err := os.ReadFile(filepath.Join(clusterDir, "manager", "manager.pid"))
-	if err != nil {
-		return 0
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return pid
-}
-
-func alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
-
 func componentPID(name string) int {
 	b, _ := os.ReadFile(filepath.Join(clusterDir, name+".pid"))
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	return pid
-}
-
-// restartManager (re)starts the manager, with the failpoint armed at probability p.
-func restartManager(p float64) {
-	for range 5 { // the API server may be restarting under us
-		cmd := exec.Command("hack/local-manager.sh", "start")
-		cmd.Dir = util.RepoRoot()
-		cmd.Env = append(slices.Clone(env), "SKIP_BUILD=1", "SKIP_INSTALL=1",
-			fmt.Sprintf("FENCEDLOCK_FAILPOINT_CRASH_AFTER_POD_GRANT=%g", p))
-		cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
-		if cmd.Run() == nil {
-			return
-		}
-		time.Sleep(2 * time.Second)
-	}
-	Fail("the manager did not restart")
 }
 
 // setup creates the two fenced objects under a first grant.
@@ -306,9 +280,21 @@ func (c *campaign) startClient(id int, duration time.Duration) {
 	c.procs = append(c.procs, cmd)
 }
 
-// createPods keeps pods queued for the lock; each writes once with its token.
+// createPods keeps pods queued for the lock, at most CHAOS_MAX_QUEUED (3) at a time; each writes
+// once with its token. A bounded queue bounds the pod acquisitions pending at once, which the
+// linearizability check must order: every kill of the leader leaves the queue unserved until its
+// leader-election Lease expires (15 s), and an unbounded queue made the check time out.
 func (c *campaign) createPods(cctx context.Context) {
+	maxQueued := envInt("CHAOS_MAX_QUEUED", 3)
 	for i := 0; cctx.Err() == nil; i++ {
+		if n, err := c.queued(cctx); err != nil || n >= maxQueued {
+			i--
+			select {
+			case <-cctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+			continue
+		}
 		name := fmt.Sprintf("holder-%03d", i)
 		created := time.Now().UnixNano()
 		pod := &corev1.Pod{
@@ -338,19 +324,6 @@ func (c *campaign) createPods(cctx context.Context) {
 	}
 }
 
-// superviseManager restarts the manager when it dies (a Deployment would).
-func (c *campaign) superviseManager(cctx context.Context) {
-	for cctx.Err() == nil {
-		time.Sleep(500 * time.Millisecond)
-		c.mu.Lock()
-		down := c.faults["webhook-down-active"] > 0
-		c.mu.Unlock()
-		if !down && !alive(managerPID()) {
-			restartManager(0.3)
-		}
-	}
-}
-
 func (c *campaign) injectFaults(cctx context.Context) {
 	order := slices.Clone(faultKinds)
 	rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
@@ -371,8 +344,10 @@ func (c *campaign) injectFaults(cctx context.Context) {
 			_ = p.Process.Signal(syscall.SIGSTOP)
 			time.Sleep(c.lease + time.Second)
 			_ = p.Process.Signal(syscall.SIGCONT)
-		case "kill-manager":
-			_ = syscall.Kill(managerPID(), syscall.SIGKILL)
+		case "kill-manager": // the leader, so the controller stops mid-work (the Lease is not released)
+			if _, err := killLeader(); err != nil {
+				fmt.Fprintf(GinkgoWriter, "kill-manager: %v\n", err) // e.g. the leader is restarting
+			}
 		case "apiserver-restart":
 			_ = syscall.Kill(componentPID("kube-apiserver"), syscall.SIGKILL)
 			time.Sleep(500 * time.Millisecond)
@@ -382,15 +357,9 @@ func (c *campaign) injectFaults(cctx context.Context) {
 			time.Sleep(500 * time.Millisecond)
 			run("hack/cluster-up.sh", "--node")
 		case "webhook-down": // fenced writes must fail while nobody serves the fence
-			c.mu.Lock()
-			c.faults["webhook-down-active"]++
-			c.mu.Unlock()
-			_ = syscall.Kill(managerPID(), syscall.SIGKILL)
+			stopManager()
 			time.Sleep(3 * time.Second)
-			restartManager(0.3)
-			c.mu.Lock()
-			delete(c.faults, "webhook-down-active")
-			c.mu.Unlock()
+			startManager()
 		case "lease-delete":
 			c.mu.Lock()
 			c.leaseDel = time.Now()
@@ -398,6 +367,21 @@ func (c *campaign) injectFaults(cctx context.Context) {
 			_ = clientset.CoordinationV1().Leases(c.ns).Delete(ctx, "chaos", metav1.DeleteOptions{})
 		}
 	}
+}
+
+// queued counts the campaign's pods that have not finished.
+func (c *campaign) queued(cctx context.Context) (int, error) {
+	var pods corev1.PodList
+	if err := k8sClient.List(cctx, &pods, client.InNamespace(c.ns), client.HasLabels{locksv1alpha1.LockLabel}); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // drainPods waits for the queued pods to run out.

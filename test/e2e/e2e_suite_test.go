@@ -2,13 +2,21 @@
 
 // Package e2e runs fencedlock on a real single-node cluster: etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler, containerd and kubelet, built and started by the
-// project's own hack/ scripts on 127.0.0.1. The manager runs outside the cluster with a kubeconfig
-// (webhooks registered by URL), and test pods use the host network to reach the API server.
+// project's own hack/ scripts on 127.0.0.1. The manager runs IN the cluster, installed as users
+// install it: config/default (what `make build-installer` renders to dist/install.yaml) through
+// the overlay test/e2e/overlay, which only swaps in the image built here (hack/mkimage.sh, loaded
+// into the node's containerd) and a faster readiness probe. Its two replicas reach the API server
+// through the kubernetes Service (hack/cluster-up.sh DNATs it) and the API server calls the
+// webhooks through their Service, with certificates made by the manager's cert-controller.
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,7 +35,8 @@ import (
 )
 
 const (
-	workerImage = "localhost/fencedlock/ledger-worker:e2e"
+	workerImage  = "localhost/fencedlock/ledger-worker:e2e"
+	managerImage = "localhost/fencedlock/manager:e2e" // as test/e2e/overlay sets it
 )
 
 var (
@@ -55,17 +64,35 @@ func TestE2E(t *testing.T) {
 
 // run runs a command from the repository root with the suite's environment, streaming its output.
 func run(name string, args ...string) string {
+	return runWithInput(nil, name, args...)
+}
+
+// runWithInput is run with stdin.
+func runWithInput(stdin []byte, name string, args ...string) string {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = util.RepoRoot()
 	cmd.Env = env
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
 	var out strings.Builder
 	cmd.Stdout = &out
 	cmd.Stderr = GinkgoWriter
 	start := time.Now()
 	err := cmd.Run()
 	fmt.Fprintf(GinkgoWriter, "%s %s: %s\n", name, strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
-	ExpectWithOffset(1, err).NotTo(HaveOccurred(), "%s %v\n%s", name, args, out.String())
+	ExpectWithOffset(2, err).NotTo(HaveOccurred(), "%s %v\n%s", name, args, out.String())
 	return strings.TrimSpace(out.String())
+}
+
+func fileSHA256(path string) string {
+	f, err := os.Open(path)
+	Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = f.Close() }()
+	h := sha256.New()
+	_, err = io.Copy(h, f)
+	Expect(err).NotTo(HaveOccurred())
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 var _ = BeforeSuite(func() {
@@ -73,34 +100,58 @@ var _ = BeforeSuite(func() {
 	start := time.Now()
 	env = append(os.Environ(),
 		"CLUSTER_DIR="+clusterDir, "API_PORT="+apiPort, "ETCD_PORT="+envOr("E2E_ETCD_PORT", "22379"),
-		"MANAGER_DIR="+filepath.Join(clusterDir, "manager"), "WEBHOOK_PORT="+envOr("E2E_WEBHOOK_PORT", "19443"),
-		"PROBE_PORT="+envOr("E2E_PROBE_PORT", "18081"), "METRICS_PORT="+envOr("E2E_METRICS_PORT", "18080"),
+		"MANAGER_DIR="+filepath.Join(clusterDir, "manager"),
 		"KUBECONFIG="+filepath.Join(clusterDir, "admin.kubeconfig"))
+	kustomize := filepath.Join(util.RepoRoot(), "bin", "kustomize")
+	_, err := os.Stat(kustomize)
+	Expect(err).NotTo(HaveOccurred(), "bin/kustomize is missing: run `make kustomize` (hack/e2e.sh does)")
+
+	// The images build while the cluster starts: both take tens of seconds on a cold machine.
+	imgDir := GinkgoT().TempDir()
+	images := make(chan error, 1)
+	var imagesOut bytes.Buffer
+	go func() {
+		cmd := exec.Command("hack/image-tarballs.sh", imgDir)
+		cmd.Dir = util.RepoRoot()
+		cmd.Env = append(os.Environ(), "IMG="+managerImage, "WORKER_IMG="+workerImage)
+		cmd.Stdout, cmd.Stderr = &imagesOut, &imagesOut
+		images <- cmd.Run()
+	}()
 
 	By("building the node's binaries (once) and starting the cluster")
 	bin := run("hack/k8s-binaries.sh", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl")
 	env = append(env, "PATH="+bin+":"+os.Getenv("PATH"))
 	run("hack/cluster-up.sh", "--node")
-
-	By("building the worker image and loading it into the node's containerd")
-	imgDir := GinkgoT().TempDir()
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(imgDir, "ledger-worker"), "./cmd/ledger-worker")
-	build.Dir, build.Env = util.RepoRoot(), append(os.Environ(), "CGO_ENABLED=0")
-	out, err := build.CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), string(out))
-	run("hack/mkimage.sh", filepath.Join(imgDir, "ledger-worker"), workerImage, filepath.Join(imgDir, "worker.tar"))
-	run("hack/cluster-load-image.sh", filepath.Join(imgDir, "worker.tar"))
-
-	By("starting the manager next to the cluster")
-	run("hack/local-manager.sh", "start")
+	// A manager left running next to the cluster by an earlier suite or `make demo` style run.
+	run("hack/local-manager.sh", "stop")
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(clusterDir, "admin.kubeconfig"))
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient, err = client.New(cfg, client.Options{Scheme: util.Scheme()})
 	Expect(err).NotTo(HaveOccurred())
 	clientset = kubernetes.NewForConfigOrDie(cfg)
+
+	By("building the manager and worker images (hack/image-tarballs.sh) and loading them into the node's containerd")
+	select {
+	case err := <-images:
+		Expect(err).NotTo(HaveOccurred(), "hack/image-tarballs.sh:\n%s", imagesOut.String())
+	case <-time.After(10 * time.Minute):
+		Fail("hack/image-tarballs.sh did not finish in 10 minutes:\n" + imagesOut.String())
+	}
+	fmt.Fprint(GinkgoWriter, imagesOut.String())
+	run("hack/cluster-load-image.sh", filepath.Join(imgDir, "manager.tar"), filepath.Join(imgDir, "ledger-worker.tar"))
+
+	By("installing config/default (through test/e2e/overlay) and waiting for both replicas and their webhooks")
+	installManager(kustomize, fileSHA256(filepath.Join(imgDir, "manager.tar")))
 	AddReportEntry("setup wall time", time.Since(start).Round(time.Millisecond).String())
 	fmt.Fprintf(GinkgoWriter, "e2e setup took %s\n", time.Since(start).Round(time.Millisecond))
+})
+
+// Every failed spec leaves the manager's recent logs in its report.
+var _ = JustAfterEach(func() {
+	if CurrentSpecReport().Failed() {
+		dumpManagerLogs()
+	}
 })
 
 var _ = AfterSuite(func() {
@@ -111,6 +162,5 @@ var _ = AfterSuite(func() {
 		fmt.Fprintf(GinkgoWriter, "keeping the cluster: KUBECONFIG=%s/admin.kubeconfig\n", clusterDir)
 		return
 	}
-	run("hack/local-manager.sh", "stop")
 	run("hack/cluster-down.sh")
 })

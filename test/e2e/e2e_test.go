@@ -53,15 +53,13 @@ func samples(file string) []*unstructured.Unstructured {
 	}
 }
 
-// forThisNode adapts a pod template to this machine: no registry (local image), no Service
-// network (host network, API server on 127.0.0.1).
+// forThisNode adapts a pod template to this machine: no registry, so the image built and loaded
+// by BeforeSuite. Nothing else: the pods reach the API server through the kubernetes Service, as
+// on any cluster.
 func forThisNode(spec *corev1.PodSpec) {
-	spec.HostNetwork = true
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
 		c.Image, c.ImagePullPolicy = workerImage, corev1.PullNever
-		c.Env = append(c.Env, corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: "127.0.0.1"},
-			corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: apiPort})
 	}
 }
 
