@@ -456,9 +456,25 @@ EOF
 mkdir -p "$CLUSTER_DIR/kubelet-root" "$CLUSTER_DIR/pod-logs"
 KUBELET_SINCE=
 running kubelet || KUBELET_SINCE=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-start kubelet "$BIN/kubelet" --config="$CLUSTER_DIR/kubelet-config.yaml" \
-  --kubeconfig="$CLUSTER_DIR/kubelet.kubeconfig" --root-dir="$CLUSTER_DIR/kubelet-root" \
-  --hostname-override="$NODE_NAME" --v=1
+start_kubelet() {
+  start kubelet "$BIN/kubelet" --config="$CLUSTER_DIR/kubelet-config.yaml" \
+    --kubeconfig="$CLUSTER_DIR/kubelet.kubeconfig" --root-dir="$CLUSTER_DIR/kubelet-root" \
+    --hostname-override="$NODE_NAME" --v=1
+}
+start_kubelet
+# containerd answers ctr before its CRI plugin has initialised; a kubelet started in between exits
+# at once ("server is not initialized yet"). Start it again until the CRI is up (at most 30 s).
+kubelet_deadline=$((SECONDS + 30))
+until curl -sf http://127.0.0.1:10248/healthz > /dev/null 2>&1; do
+  if ! running kubelet; then
+    grep -q "server is not initialized yet" "$CLUSTER_DIR/logs/kubelet.log" && [ $SECONDS -lt $kubelet_deadline ] || break
+    log "containerd's CRI is not initialised yet: starting the kubelet again"
+    sleep 0.5
+    start_kubelet
+  fi
+  [ $SECONDS -lt $kubelet_deadline ] || break # wait_for below reports a kubelet that never gets healthy
+  sleep 0.2
+done
 
 # node_ready: Ready, posted by this kubelet (after a restart the node object still carries the
 # old Ready=True for a moment), and without the not-ready/unreachable taints the controller-manager

@@ -1,5 +1,21 @@
 //go:build e2e
 
+/*
+Copyright 2026 The fencedlock Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package e2e
 
 import (
@@ -72,13 +88,14 @@ var _ = Describe("The install (config/default) in the cluster", func() {
 		Expect(fenceAnswers("default")).To(Succeed())
 
 		By("one replica leads")
-		Expect(podOf(leader())).To(BeElementOf(podNames()))
+		waitLeader()
 	})
 })
 
 func podNames() []string {
-	var names []string
-	for _, p := range managerPods() {
+	pods := managerPods()
+	names := make([]string, 0, len(pods))
+	for _, p := range pods {
 		names = append(names, p.Name)
 	}
 	return names
@@ -136,6 +153,7 @@ var _ = Describe("The manager's two replicas", func() {
 		DeferCleanup(func() {
 			waitManagerRollout(3 * time.Minute)
 			waitWebhooksServing()
+			waitLeader()
 		})
 	})
 
@@ -176,8 +194,7 @@ var _ = Describe("The manager's two replicas", func() {
 		By("killing the leader (SIGKILL: its leader-election Lease is not released)")
 		before := leader()
 		Expect(before).NotTo(BeEmpty())
-		_, err = killLeader()
-		Expect(err).NotTo(HaveOccurred())
+		Expect(killLeader()).To(Succeed())
 		killedAt := time.Now()
 		var after string
 		Eventually(func() bool {

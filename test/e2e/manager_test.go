@@ -1,5 +1,21 @@
 //go:build e2e
 
+/*
+Copyright 2026 The fencedlock Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package e2e
 
 import (
@@ -78,6 +94,23 @@ func installManager(kustomize, imageSum string) {
 	})).To(Succeed())
 	waitManagerRollout(3 * time.Minute)
 	waitWebhooksServing()
+	// A Lease left by a replica that died with the node (a kept cluster restarted) holds
+	// leadership until it expires: the suite starts once a live replica leads.
+	waitLeader()
+}
+
+// waitLeader waits until a running replica holds the leader-election Lease.
+func waitLeader() {
+	start := time.Now()
+	EventuallyWithOffset(1, func(g Gomega) {
+		id := leader()
+		g.Expect(id).NotTo(BeEmpty(), "nobody leads")
+		live := slices.ContainsFunc(managerPods(), func(p corev1.Pod) bool {
+			return p.Name == podOf(id) && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning
+		})
+		g.Expect(live).To(BeTrue(), "leader %s is not a running replica", id)
+	}, time.Minute, 100*time.Millisecond).Should(Succeed())
+	fmt.Fprintf(GinkgoWriter, "a live replica leads after %s\n", time.Since(start).Round(time.Millisecond))
 }
 
 func byURL(obj client.Object) bool {
@@ -239,22 +272,22 @@ func killManager(podName string) error {
 	return nil
 }
 
-// killLeader kills the replica holding leadership and returns the identity it held. While no
-// live pod does (the Lease still names a replica that is gone), it kills a running one.
-func killLeader() (string, error) {
+// killLeader kills the replica holding leadership. While no live pod does (the Lease still names
+// a replica that is gone), it kills a running one.
+func killLeader() error {
 	id := leader()
 	pods := managerPods()
 	for _, p := range pods {
 		if p.Name == podOf(id) && p.DeletionTimestamp == nil {
-			return id, killManager(p.Name)
+			return killManager(p.Name)
 		}
 	}
 	for _, p := range pods {
 		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
-			return "", killManager(p.Name)
+			return killManager(p.Name)
 		}
 	}
-	return "", fmt.Errorf("no running manager pod (leader %q)", id)
+	return fmt.Errorf("no running manager pod (leader %q)", id)
 }
 
 // updateManager changes the Deployment (retrying conflicts and a restarting API server) and

@@ -59,7 +59,8 @@ const (
 func kustomizations() []string {
 	dirs, err := filepath.Glob(filepath.Join(util.RepoRoot(), "config", "*", "kustomization.yaml"))
 	Expect(err).NotTo(HaveOccurred())
-	out := []string{filepath.Join("test", "e2e", "overlay")}
+	out := make([]string, 0, 1+len(dirs))
+	out = append(out, filepath.Join("test", "e2e", "overlay"))
 	for _, d := range dirs {
 		rel, err := filepath.Rel(util.RepoRoot(), filepath.Dir(d))
 		Expect(err).NotTo(HaveOccurred())
@@ -137,7 +138,7 @@ func mountedSecret(d *appsv1.Deployment, c *corev1.Container, dir string) string
 // webhooks call.
 func webhookServices(cfg *unstructured.Unstructured) []string {
 	hooks, _, _ := unstructured.NestedSlice(cfg.Object, "webhooks")
-	var out []string
+	out := make([]string, 0, len(hooks))
 	for _, h := range hooks {
 		svc, found, _ := unstructured.NestedStringMap(h.(map[string]any), "clientConfig", "service")
 		ExpectWithOffset(1, found).To(BeTrue(), "%s %s: a webhook is not called through a Service", cfg.GetKind(), cfg.GetName())
