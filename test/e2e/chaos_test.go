@@ -263,8 +263,11 @@ func (c *campaign) watchLease() (stop func()) {
 				case st.Initialized() && uint64(st.Token) < last:
 					bad(fmt.Sprintf("token went down from %d to %s", last, st.Token))
 				}
-				if st.Initialized() && string(l.UID) != uid && uid != "" {
-					// A recreated Lease was stamped: its token supersedes every earlier one.
+				if st.Initialized() && !st.Held() && string(l.UID) != uid && uid != "" {
+					// A recreated Lease was stamped: its token supersedes every earlier one. Seen
+					// only once already granted (the observer's watch restarted in between), the
+					// Lease's token is the grant's, not the stamp's: the grant's own acquire op
+					// records it, and recording it as a stamp too would be a false history.
 					c.mu.Lock()
 					call := c.leaseDel
 					c.mu.Unlock()
