@@ -73,11 +73,11 @@ envtest-assets: ## Build (once) the kube-apiserver and etcd the tests run agains
 	@hack/k8s-binaries.sh etcd kube-apiserver >/dev/null
 
 .PHONY: verify
-verify: controller-gen ## Fail if generated files (CRDs, RBAC, webhook config, deepcopy) are stale.
-	@CONTROLLER_GEN="$(CONTROLLER_GEN)" hack/verify-generated.sh
+verify: controller-gen kubebuilder kustomize ## Fail if generated files (CRDs, RBAC, webhook config, deepcopy, dist/chart) are stale.
+	@CONTROLLER_GEN="$(CONTROLLER_GEN)" KUBEBUILDER="$(KUBEBUILDER)" KUSTOMIZE="$(KUSTOMIZE)" hack/verify-generated.sh
 
 .PHONY: test
-test: verify vet envtest-assets kustomize ## Run all tests: unit, envtest (real API server), and e2e (real node) when possible.
+test: verify helm-lint vet envtest-assets kustomize ## Run all tests: unit, envtest (real API server), and e2e (real node) when possible.
 	# The product's packages run under the race detector (concurrent reconciles, shared maps);
 	# the suites under test/ drive it from outside and run without it.
 	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" go test -race $$(go list ./... | grep -v /test/) -count=1 -timeout 20m
@@ -168,6 +168,18 @@ build-installer: manifests generate kustomize ## Generate dist/install.yaml (INS
 	KUSTOMIZE="$(KUSTOMIZE)" hack/render-overlay.sh "$(INSTALL_VARIANT)" Deployment "$(IMG)" $(IMAGE_PULL_POLICY) > dist/install.yaml.tmp
 	mv dist/install.yaml.tmp dist/install.yaml
 
+# kubebuilder's helm/v2-alpha plugin on the kustomize config (hack/helm-chart.sh); values.yaml,
+# Chart.yaml and NOTES.txt are kept. `make verify` fails when dist/chart is stale.
+.PHONY: helm-chart
+helm-chart: manifests kubebuilder kustomize ## Regenerate the Helm chart dist/chart from config/ (kubebuilder helm/v2-alpha).
+	KUBEBUILDER="$(KUBEBUILDER)" KUSTOMIZE="$(KUSTOMIZE)" hack/helm-chart.sh dist/chart
+
+.PHONY: helm-lint
+helm-lint: helm ## Lint dist/chart and render it in both certificate modes.
+	"$(HELM)" lint --strict dist/chart
+	"$(HELM)" template fencedlock dist/chart -n fencedlock-system > /dev/null
+	"$(HELM)" template fencedlock dist/chart -n fencedlock-system --set certManager.enabled=true > /dev/null
+
 .PHONY: build-samples
 build-samples: kustomize ## Generate dist/samples.yaml (config/samples: a lock and a Job) for WORKER_IMG (and IMAGE_PULL_POLICY).
 	mkdir -p dist
@@ -210,6 +222,8 @@ KUBECTL ?= kubectl
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 GOLANGCI_LINT = $(LOCALBIN)/golangci-lint
+KUBEBUILDER ?= $(LOCALBIN)/kubebuilder
+HELM ?= $(LOCALBIN)/helm
 
 ## Tool Versions
 KUSTOMIZE_VERSION ?= v5.8.1
@@ -217,6 +231,10 @@ CONTROLLER_TOOLS_VERSION ?= v0.23.0
 
 
 GOLANGCI_LINT_VERSION ?= v2.15.0
+# kubebuilder's helm/v2-alpha plugin generates dist/chart (make helm-chart); helm lints, renders
+# and installs it in the tests.
+KUBEBUILDER_VERSION ?= v4.16.0
+HELM_VERSION ?= v4.3.2
 .PHONY: kustomize
 kustomize: $(KUSTOMIZE) ## Download kustomize locally if necessary.
 $(KUSTOMIZE): $(LOCALBIN)
@@ -226,6 +244,16 @@ $(KUSTOMIZE): $(LOCALBIN)
 controller-gen: $(CONTROLLER_GEN) ## Download controller-gen locally if necessary.
 $(CONTROLLER_GEN): $(LOCALBIN)
 	$(call go-install-tool,$(CONTROLLER_GEN),sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION))
+
+.PHONY: kubebuilder
+kubebuilder: $(KUBEBUILDER) ## Download kubebuilder locally if necessary.
+$(KUBEBUILDER): $(LOCALBIN)
+	$(call go-install-tool,$(KUBEBUILDER),sigs.k8s.io/kubebuilder/v4,$(KUBEBUILDER_VERSION))
+
+.PHONY: helm
+helm: $(HELM) ## Download helm locally if necessary.
+$(HELM): $(LOCALBIN)
+	$(call go-install-tool,$(HELM),helm.sh/helm/v4/cmd/helm,$(HELM_VERSION))
 
 .PHONY: golangci-lint
 golangci-lint: $(GOLANGCI_LINT) ## Download golangci-lint locally if necessary.
