@@ -166,14 +166,26 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 	if holderPod != nil {
 		ready = new(podReady(holderPod))
 	}
+	qp, wait, qerr := r.syncQueue(ctx, &fl, st, pods, now)
+	if wait {
+		return time.Time{}, nil // the queue write's event brings the next reconcile
+	}
 	obs, prev := r.observer.observe(key, st, ready, now)
-	queue := computeQueue(pods, st.Holder)
-	p := computePlan(planInput{st: st, obs: obs, holderPod: holderPod, queue: queue, maxHold: maxHold(&fl), now: now})
+	var headPod *corev1.Pod
+	if len(qp.waiting) > 0 {
+		headPod = qp.pods[qp.waiting[0].Holder]
+	}
+	p := computePlan(planInput{st: st, obs: obs, holderPod: holderPod, waiting: qp.waiting, headPod: headPod,
+		maxHold: maxHold(&fl), now: now})
+	p.deadline = earliest(p.deadline, qp.deadline)
 	if p.writesLease() {
 		if err := r.applyPlan(ctx, &fl, l, st, p, obs, now); err != nil {
 			return p.deadline, err
 		}
-		return time.Time{}, nil // the Lease write's watch event brings the next reconcile
+		return time.Time{}, qerr // the Lease write's watch event brings the next reconcile
+	}
+	if qerr != nil {
+		return p.deadline, qerr
 	}
 	if p.ungate != nil && p.ungate.UID != obs.ungated { // granted, but not patched (e.g. a crash in between)
 		ok, err := r.ungate(ctx, &fl, p.ungate, st.Token)
@@ -187,8 +199,8 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 		}
 	}
 
-	r.announceWaiters(&fl, queue)
-	before, status := *fl.Status.DeepCopy(), computeStatus(&fl, st, queue, now)
+	r.announceWaiters(&fl, qp)
+	before, status := *fl.Status.DeepCopy(), computeStatus(&fl, st, qp, now)
 	wake := p.deadline // the only timers: a grant's deadline, and a coalesced status write
 	if !equality.Semantic.DeepEqual(before, status) {
 		if wait := r.observer.statusWait(key, now, r.statusMinInterval); wait > 0 {

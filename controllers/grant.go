@@ -54,9 +54,15 @@ func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.
 				return err
 			}
 		}
+		if p.clearReserved {
+			delete(next.Annotations, locksv1alpha1.ReservedAnnotation)
+		}
+		if p.markWaiting {
+			lease.MarkWaiting(next)
+		}
 		if p.grant != nil {
 			var err error
-			granted, err = lease.Grant(next, locksv1alpha1.PodHolderIdentity(p.grant.Name, string(p.grant.UID)), now)
+			granted, err = lease.GrantWaiter(next, *p.grant, now)
 			return err
 		}
 		return nil
@@ -82,16 +88,23 @@ func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.
 	if p.grant == nil {
 		return nil
 	}
+	pod := p.grantPod
+	if pod == nil {
+		observeWait(now.Sub(p.grant.Since.Time))
+		log.Info("Granted lock to the waiter at the head of its queue", "holder", p.grant.Holder,
+			"ticket", p.grant.Ticket.String(), "token", granted.String())
+		return nil
+	}
 	if r.afterPodGrant != nil {
 		r.afterPodGrant()
 	}
-	observeWait(now.Sub(enqueuedAt(p.grant)))
-	log.Info("Granted lock to pod", "pod", p.grant.Name, "token", granted.String())
-	r.recorder.Eventf(p.grant, fl, corev1.EventTypeNormal, locksv1alpha1.ReasonGranted, actionGrant,
+	observeWait(now.Sub(enqueuedAt(pod)))
+	log.Info("Granted lock to pod", "pod", pod.Name, "ticket", p.grant.Ticket.String(), "token", granted.String())
+	r.recorder.Eventf(pod, fl, corev1.EventTypeNormal, locksv1alpha1.ReasonGranted, actionGrant,
 		"Granted lock %s with token %s", fl.Name, granted)
 	// If the pod was replaced meanwhile, the Lease write's watch event brings the reconcile that
 	// releases this grant.
-	_, err = r.ungate(ctx, fl, p.grant, granted)
+	_, err = r.ungate(ctx, fl, pod, granted)
 	return err
 }
 

@@ -59,10 +59,12 @@ type observation struct {
 type observer struct {
 	mu   sync.Mutex
 	seen map[types.NamespacedName]observation
+	// beats are the queued clients' beats of each lock, by ticket (see planQueue).
+	beats map[types.NamespacedName]map[lease.Ticket]beatSeen
 }
 
 func newObserver() *observer {
-	return &observer{seen: map[types.NamespacedName]observation{}}
+	return &observer{seen: map[types.NamespacedName]observation{}, beats: map[types.NamespacedName]map[lease.Ticket]beatSeen{}}
 }
 
 // observe records the Lease state seen at now and returns the updated observation and the one it
@@ -83,6 +85,24 @@ func (o *observer) noteUngated(key types.NamespacedName, uid types.UID) {
 	obs := o.seen[key]
 	obs.ungated = uid
 	o.seen[key] = obs
+}
+
+// beatsOf returns the queued clients' beats last recorded for the lock.
+func (o *observer) beatsOf(key types.NamespacedName) map[lease.Ticket]beatSeen {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.beats[key]
+}
+
+// setBeats records the queued clients' beats of the lock.
+func (o *observer) setBeats(key types.NamespacedName, beats map[lease.Ticket]beatSeen) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(beats) == 0 {
+		delete(o.beats, key)
+		return
+	}
+	o.beats[key] = beats
 }
 
 // failed counts a failed reconcile of the lock and returns how long to wait before retrying.
@@ -148,6 +168,7 @@ func (o *observer) forget(key types.NamespacedName) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.seen, key)
+	delete(o.beats, key)
 }
 
 // nextObservation is the pure part of observe. podReady is the holder pod's readiness, nil when

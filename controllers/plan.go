@@ -41,13 +41,20 @@ type plan struct {
 	reason expiryReason // for revoke
 	why    string       // human reason for ending
 	holder *corev1.Pod  // the holder pod, if the holder is a pod that still exists
-	grant  *corev1.Pod  // the waiter to grant
-	ungate *corev1.Pod  // a holder pod still behind the gate (just granted, or a crash in between)
+	// grant is the waiter to grant, grantPod its pod when it is one.
+	grant    *lease.Waiter
+	grantPod *corev1.Pod
+	ungate   *corev1.Pod // a holder pod still behind the gate (just granted, or a crash in between)
+	// markWaiting sets the Lease's waiting mark, so that a client holder's release serves the
+	// queue; clearReserved drops a reservation for a waiter that is gone.
+	markWaiting, clearReserved bool
 	// deadline is when the current grant expires if nothing changes; zero: no timer.
 	deadline time.Time
 }
 
-func (p plan) writesLease() bool { return p.end != keep || p.grant != nil }
+func (p plan) writesLease() bool {
+	return p.end != keep || p.grant != nil || p.markWaiting || p.clearReserved
+}
 
 // planInput is what computePlan decides from: one reconcile's view of a lock.
 type planInput struct {
@@ -55,7 +62,10 @@ type planInput struct {
 	obs observation // what this controller observed of it, on its own clock
 	// holderPod is the holder pod, nil if the holder is not a pod or its pod no longer exists.
 	holderPod *corev1.Pod
-	queue     []*corev1.Pod // the waiters, in FIFO order (computeQueue)
+	// waiting are the live waiters in queue order (planQueue); headPod is the first one's pod
+	// when it is a pod.
+	waiting []lease.Waiter
+	headPod *corev1.Pod
 	maxHold   time.Duration // spec.maxHoldSeconds; zero: no bound
 	now       time.Time
 }
@@ -82,9 +92,15 @@ func computePlan(in planInput) plan {
 			p.ungate = holderPod
 		}
 	}
-	if (!st.Held() || p.end != keep) && len(in.queue) > 0 {
-		p.grant = in.queue[0]
+	switch {
+	case (!st.Held() || p.end != keep) && len(in.waiting) > 0:
+		p.grant, p.grantPod = &in.waiting[0], in.headPod
 		p.deadline = time.Time{}
+		p.markWaiting = len(in.waiting) > 1 && !st.Waiting
+	case !st.Held() && st.Reserved != 0:
+		p.clearReserved = true // kept for a waiter that left, and nobody else waits
+	case st.Held() && p.end == keep && len(in.waiting) > 0 && !st.Waiting:
+		p.markWaiting = true
 	}
 	return p
 }

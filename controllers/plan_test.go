@@ -34,7 +34,7 @@ func TestComputePlan(t *testing.T) {
 	succeeded.Status.Phase = corev1.PodSucceeded
 	stillGated := mkPod("holder", 0, true)
 	next := mkPod("next", time.Second, true)
-	queue := []*corev1.Pod{&next}
+	queue := []lease.Waiter{{Ticket: 3, Holder: locksv1alpha1.PodHolderIdentity(next.Name, string(next.UID))}}
 	free := lease.State{Token: tokenOf(10), Duration: 15 * time.Second}
 	podHeld := held(holderID, 10)
 	client := held("library", 10)
@@ -46,7 +46,7 @@ func TestComputePlan(t *testing.T) {
 		st        lease.State
 		obs       observation
 		holderPod *corev1.Pod
-		queue     []*corev1.Pod
+		queue     []lease.Waiter
 		now       time.Time
 		wantEnd   ending
 		wantGrant string
@@ -70,10 +70,14 @@ func TestComputePlan(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := computePlan(planInput{st: tc.st, obs: tc.obs, holderPod: tc.holderPod, queue: tc.queue, now: tc.now})
+			var headPod *corev1.Pod
+			if len(tc.queue) > 0 {
+				headPod = &next
+			}
+			p := computePlan(planInput{st: tc.st, obs: tc.obs, holderPod: tc.holderPod, waiting: tc.queue, headPod: headPod, now: tc.now})
 			gotGrant := ""
-			if p.grant != nil {
-				gotGrant = p.grant.Name
+			if p.grant != nil && p.grantPod != nil {
+				gotGrant = p.grantPod.Name
 			}
 			if p.end != tc.wantEnd || gotGrant != tc.wantGrant || (p.ungate != nil) != tc.wantUngat || !p.deadline.Equal(tc.wantDead) {
 				t.Fatalf("plan = end %v grant %q ungate %v deadline %v; want end %v grant %q ungate %v deadline %v",

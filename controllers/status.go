@@ -22,7 +22,6 @@ import (
 	"unicode/utf8"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -32,7 +31,7 @@ import (
 
 // computeStatus mirrors the Lease into a FencedLock status. It starts from the current status so
 // that conditions keep their lastTransitionTime when they do not change.
-func computeStatus(fl *locksv1alpha1.FencedLock, st lease.State, queue []*corev1.Pod, now time.Time) locksv1alpha1.FencedLockStatus {
+func computeStatus(fl *locksv1alpha1.FencedLock, st lease.State, qp queuePlan, now time.Time) locksv1alpha1.FencedLockStatus {
 	s := *fl.Status.DeepCopy()
 	s.ObservedGeneration = fl.Generation
 	s.Holder = shownIdentity(st.Holder)
@@ -42,13 +41,14 @@ func computeStatus(fl *locksv1alpha1.FencedLock, st lease.State, queue []*corev1
 	if st.Held() {
 		s.AcquireTime, s.RenewTime = st.AcquireTime, st.RenewTime
 	}
-	s.WaitingCount = int32(len(queue))
+	s.WaitingCount = int32(len(qp.waiting))
 	s.Waiters = nil
-	for _, p := range queue[:min(len(queue), maxWaitersShown)] {
-		s.Waiters = append(s.Waiters, locksv1alpha1.Waiter{
-			Identity: shownIdentity(locksv1alpha1.PodHolderIdentity(p.Name, string(p.UID))), Pod: p.Name,
-			Since: metav1.NewTime(enqueuedAt(p)),
-		})
+	for _, w := range qp.waiting[:min(len(qp.waiting), maxWaitersShown)] {
+		shown := locksv1alpha1.Waiter{Identity: shownIdentity(w.Holder), Since: w.Since}
+		if pod := qp.pods[w.Holder]; pod != nil {
+			shown.Pod, shown.Since = pod.Name, metav1.NewTime(enqueuedAt(pod))
+		}
+		s.Waiters = append(s.Waiters, shown)
 	}
 	setReadyCondition(&s, fl.Generation, metav1.ConditionTrue, locksv1alpha1.ReasonLeaseReady,
 		"The backing Lease exists and carries a fencing token", now)

@@ -76,7 +76,7 @@ func TestComputeStatus(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := computeStatus(fl, tc.st, nil, t0)
+			s := computeStatus(fl, tc.st, queuePlan{}, t0)
 			if s.Token != "7" && s.Token != "9" || s.ObservedGeneration != 4 {
 				t.Fatalf("status %+v", s)
 			}
@@ -95,10 +95,10 @@ func TestComputeStatus(t *testing.T) {
 		})
 	}
 	// An unchanged condition keeps its lastTransitionTime.
-	first := computeStatus(fl, lease.State{Token: tokenOf(7)}, nil, t0)
+	first := computeStatus(fl, lease.State{Token: tokenOf(7)}, queuePlan{}, t0)
 	fl2 := fl.DeepCopy()
 	fl2.Status = first
-	second := computeStatus(fl2, lease.State{Token: tokenOf(7)}, nil, t0.Add(time.Hour))
+	second := computeStatus(fl2, lease.State{Token: tokenOf(7)}, queuePlan{}, t0.Add(time.Hour))
 	if !second.Conditions[0].LastTransitionTime.Equal(&first.Conditions[0].LastTransitionTime) {
 		t.Fatal("lastTransitionTime moved without a transition")
 	}
@@ -121,7 +121,7 @@ func TestShownIdentity(t *testing.T) {
 		}
 	}
 	fl := &locksv1alpha1.FencedLock{}
-	s := computeStatus(fl, lease.State{Holder: strings.Repeat("z", 2000), Token: tokenOf(7), Transitions: 1}, nil, t0)
+	s := computeStatus(fl, lease.State{Holder: strings.Repeat("z", 2000), Token: tokenOf(7), Transitions: 1}, queuePlan{}, t0)
 	msg := meta.FindStatusCondition(s.Conditions, locksv1alpha1.ConditionHeld).Message
 	if len(s.Holder) > maxIdentityShown || len(msg) > maxIdentityShown+100 {
 		t.Fatalf("status holder %d bytes, Held message %d bytes", len(s.Holder), len(msg))

@@ -39,11 +39,19 @@ func newWaiterLog() *waiterLog {
 	return &waiterLog{seen: map[types.NamespacedName]map[types.UID]struct{}{}}
 }
 
-// announceWaiters emits a Waiting event for each pod newly seen in the lock's queue.
-func (r *FencedLockReconciler) announceWaiters(fl *locksv1alpha1.FencedLock, queue []*corev1.Pod) {
-	r.waiters.announce(client.ObjectKeyFromObject(fl), queue, func(i int, pod *corev1.Pod) {
+// announceWaiters emits a Waiting event for each pod newly seen in the lock's queue, with its
+// position among all waiters (pods and clients).
+func (r *FencedLockReconciler) announceWaiters(fl *locksv1alpha1.FencedLock, qp queuePlan) {
+	var pods []*corev1.Pod
+	var positions []int
+	for i, w := range qp.waiting {
+		if pod := qp.pods[w.Holder]; pod != nil {
+			pods, positions = append(pods, pod), append(positions, i+1)
+		}
+	}
+	r.waiters.announce(client.ObjectKeyFromObject(fl), pods, func(i int, pod *corev1.Pod) {
 		r.recorder.Eventf(pod, fl, corev1.EventTypeNormal, locksv1alpha1.ReasonWaiting, actionQueue,
-			"Waiting for lock %s (position %d of %d)", fl.Name, i+1, len(queue))
+			"Waiting for lock %s (position %d of %d)", fl.Name, positions[i], len(qp.waiting))
 	})
 }
 

@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -41,3 +42,9 @@ func HasLockGate(pod *corev1.Pod) bool {
 		return g.Name == SchedulingGate
 	})
 }
+
+// QueueLeaseName is the name of the Lease that holds the queue of the FencedLock with this UID.
+// The controller creates it beside the lock's own Lease, owned by the lock; clients find the UID
+// in the lock Lease's controller reference. A UID, unlike the lock's name, leaves no room for a
+// clash with another lock's Lease.
+func QueueLeaseName(lockUID types.UID) string { return "fencedlock-queue-" + string(lockUID) }

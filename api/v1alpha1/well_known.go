@@ -34,6 +34,21 @@ const (
 	// because it expired, so observers can tell an expiry from a release.
 	RevokedTokenAnnotation = "fencedlock.io/revoked-token"
 
+	// TicketAnnotation on a Lease is the queue ticket of the grant made last from the lock's
+	// queue: waiters with this ticket or a lower one have been served (or skipped), and a waiter
+	// recognises its grant by holder identity and ticket together.
+	TicketAnnotation = "fencedlock.io/ticket"
+	// ReservedAnnotation on a free Lease is the ticket of the queued waiter the lock is kept for:
+	// the releaser could not grant that waiter itself (a pod: only the manager grants pods), so
+	// nobody else takes the free lock before the controller grants it.
+	ReservedAnnotation = "fencedlock.io/reserved"
+	// WaitingAnnotation ("true") on a held Lease says waiters may be queued: the holder's release
+	// then reads the queue and serves its head in the same write. The first waiter of a queue
+	// sets it, so an uncontended lock never pays for reading its queue.
+	WaitingAnnotation = "fencedlock.io/waiting"
+	// QueueAnnotation on a lock's queue Lease (QueueLeaseName) is its FIFO queue of waiters, as
+	// JSON: {"next": <next ticket>, "waiters": [{"ticket", "holder", "since", "beat"}, ...]}.
+	QueueAnnotation = "fencedlock.io/queue"
 	// FencedByLabel marks a fenced object; its value is the name of the FencedLock (same
 	// namespace) whose tokens guard writes to it.
 	FencedByLabel = "fencedlock.io/fenced-by"

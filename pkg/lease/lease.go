@@ -58,6 +58,13 @@ type State struct {
 	Transitions int32
 	// Duration is the lease duration holders must renew within.
 	Duration time.Duration
+	// Ticket is the queue ticket of the last grant made from the lock's queue: waiters at or
+	// below it were served or skipped.
+	Ticket Ticket
+	// Reserved is, on a free lock, the ticket of the queued waiter it is kept for; zero if none.
+	Reserved Ticket
+	// Waiting says waiters may be queued (WaitingAnnotation): a release must read the queue.
+	Waiting bool
 }
 
 // Held reports whether someone holds the lock.
@@ -93,19 +100,32 @@ func Read(l *coordinationv1.Lease) (State, error) {
 				l.Namespace, l.Name, locksv1alpha1.RevokedTokenAnnotation, err)
 		}
 	}
+	if s.Ticket, err = parseTicket(l, locksv1alpha1.TicketAnnotation); err != nil {
+		return s, err
+	}
+	if s.Reserved, err = parseTicket(l, locksv1alpha1.ReservedAnnotation); err != nil {
+		return s, err
+	}
+	s.Waiting = l.Annotations[locksv1alpha1.WaitingAnnotation] == "true"
 	return s, nil
 }
 
 // ErrNotInitialized means the Lease has no token yet: the controller has not stamped it.
 var ErrNotInitialized = errors.New("lease not initialized by the fencedlock controller yet")
 
-// HeldError means the lock is held by someone else.
+// HeldError means the lock is held by someone else, or, free, is kept for a queued waiter.
 type HeldError struct {
 	Holder string
 	Token  token.Token
+	// Reserved is the ticket of the waiter a free lock is kept for (Holder is then empty).
+	Reserved Ticket
 }
 
 func (e *HeldError) Error() string {
+	if e.Holder == "" {
+		return fmt.Sprintf("lock is free but kept for the waiter with ticket %s at the head of its queue (token %s)",
+			e.Reserved, e.Token)
+	}
 	return fmt.Sprintf("lock is held by %q with token %s", e.Holder, e.Token)
 }
 
@@ -155,7 +175,8 @@ func Initialize(l *coordinationv1.Lease) (changed bool, err error) {
 	return true, nil
 }
 
-// Grant makes holder the lock's holder, with the resourceVersion l was read at as its token.
+// Grant makes holder the lock's holder, with the resourceVersion l was read at as its token. A free
+// lock kept for a queued waiter (State.Reserved) is refused as held: see GrantWaiter.
 func Grant(l *coordinationv1.Lease, holder string, now time.Time) (token.Token, error) {
 	if holder == "" {
 		return 0, errors.New("holder identity must not be empty")
@@ -167,8 +188,8 @@ func Grant(l *coordinationv1.Lease, holder string, now time.Time) (token.Token, 
 	if !s.Initialized() {
 		return 0, ErrNotInitialized
 	}
-	if s.Held() {
-		return 0, &HeldError{Holder: s.Holder, Token: s.Token}
+	if s.Held() || s.Reserved != 0 {
+		return 0, &HeldError{Holder: s.Holder, Token: s.Token, Reserved: s.Reserved}
 	}
 	tok, err := token.FromResourceVersion(l.ResourceVersion)
 	if err != nil {

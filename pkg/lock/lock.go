@@ -239,6 +239,7 @@ func (l *Locker) Acquire(ctx context.Context) (*Grant, error) {
 	if g == nil && err == nil {
 		g, err = l.acquireOnce(ctx, a)
 	}
+	defer l.leave(ctx, a) // a waiter that gives up leaves the queue; a served one has nothing to do
 	for g == nil {
 		if ctx.Err() != nil {
 			return nil, l.waitError(ctx, a)
@@ -287,6 +288,13 @@ type acquisition struct {
 	progress bool
 	// lastErr is the last transient error retried, for the error returned when ctx ends.
 	lastErr error
+	// ticket is this call's place in the lock's queue, zero while it is not queued; queue is the
+	// queue Lease it joined; beatDue is when its entry is next shown alive (local clock).
+	ticket  lease.Ticket
+	queue   string
+	beatDue time.Time
+	// last is the lock's Lease as last seen, to look at again after a beat found the entry gone.
+	last *coordinationv1.Lease
 }
 
 // retryBackoff paces Acquire's retries: quick at first, since an API server restart usually
@@ -342,10 +350,36 @@ func (l *Locker) acquireOnce(ctx context.Context, a *acquisition) (*Grant, error
 		return nil, fmt.Errorf("lock %s: watching lease: %w", l.key(), err)
 	}
 	defer w.Stop()
+	var beatTimer clock.Timer
+	defer func() {
+		if beatTimer != nil {
+			beatTimer.Stop()
+		}
+	}()
 	for {
+		var beat <-chan time.Time
+		if a.ticket != 0 { // a queued waiter shows its entry alive
+			d := max(a.beatDue.Sub(l.clock.Now()), 0)
+			if beatTimer == nil {
+				beatTimer = l.clock.NewTimer(d)
+			} else {
+				beatTimer.Stop()
+				beatTimer.Reset(d)
+			}
+			beat = beatTimer.C()
+		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-beat:
+			if err := l.beat(ctx, a); err != nil {
+				return nil, err
+			}
+			if a.ticket == 0 && a.last != nil { // the entry was gone: queue again
+				if g, err := l.attempt(ctx, a, a.last); g != nil || err != nil {
+					return g, err
+				}
+			}
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				return nil, nil // watch ended (timeout, API server restart): re-list
@@ -371,13 +405,47 @@ func (l *Locker) acquireOnce(ctx context.Context, a *acquisition) (*Grant, error
 // lock is not free there (after telling the wait callback) or someone else wrote first: the next
 // event says more.
 func (l *Locker) attempt(ctx context.Context, a *acquisition, cur *coordinationv1.Lease) (*Grant, error) {
+	a.last = cur
 	st, rerr := lease.Read(cur)
 	if sent, ok := a.unsure[st.Token]; ok && rerr == nil && st.Holder == l.identity && sameMicro(st.AcquireTime, sent) {
 		l.remember(cur)
 		return &Grant{locker: l, Token: st.Token, lease: cur, renewedAt: sent, lost: make(chan struct{})}, nil
 	}
+	if rerr == nil && a.ticket != 0 {
+		switch {
+		case st.Holder == l.identity && st.Ticket == a.ticket: // served: the release granted it
+			a.ticket = 0
+			l.remember(cur)
+			return &Grant{locker: l, Token: st.Token, lease: cur, renewedAt: l.clock.Now(), lost: make(chan struct{})}, nil
+		case st.Ticket >= a.ticket: // passed over: the entry was dropped (not seen alive); queue again
+			a.ticket = 0
+		}
+	}
 	sent := l.clock.Now()
-	g, err := l.grant(ctx, cur, sent)
+	var g *Grant
+	var err error
+	if a.ticket != 0 && !st.Held() && (st.Reserved == a.ticket || (st.Reserved == 0 && a.ticket == st.Ticket+1)) {
+		// Free and this waiter's turn: kept for it, or it is next in line (tickets are
+		// consecutive, so no live waiter is ahead of the one after the last served). Any other
+		// waiter leaves a free lock to its turn's owner, or to the controller: no herd.
+		g, err = l.grantWaiter(ctx, cur, a.ticket, sent)
+	} else if a.ticket == 0 {
+		g, err = l.grant(ctx, cur, sent)
+	} else {
+		err = &lease.HeldError{Holder: st.Holder, Token: st.Token, Reserved: st.Reserved}
+	}
+	if lease.IsHeld(err) {
+		if a.ticket == 0 {
+			if err := l.join(ctx, a, cur, st); err != nil {
+				return nil, err
+			}
+		}
+		if a.ticket != 0 && !st.Waiting {
+			if err := l.markWaiting(ctx, cur); err != nil {
+				return nil, err
+			}
+		}
+	}
 	switch {
 	case err == nil:
 		return g, nil
@@ -537,11 +605,27 @@ func (g *Grant) Renew(ctx context.Context) error {
 	return err
 }
 
-// Release frees the lock. Releasing a grant that was lost returns the LostError.
+// Release frees the lock. If waiters are queued, the same write grants the lock to the first of
+// them (or, for a pod, keeps it for the controller to grant): a handover costs one write.
+// Releasing a grant that was lost returns the LostError.
 func (g *Grant) Release(ctx context.Context) error {
 	l := g.locker
 	err := g.update(ctx, func(next *coordinationv1.Lease) error {
-		return lease.Release(next, l.identity, g.Token)
+		st, err := lease.Read(next)
+		if err != nil {
+			return err
+		}
+		if err := lease.CheckHolder(next, l.identity, g.Token); err != nil {
+			return err // lost: no need to read the queue
+		}
+		var head *lease.Waiter
+		if st.Waiting {
+			if head, err = l.queueHead(ctx, next, st); err != nil {
+				return err
+			}
+		}
+		_, err = lease.ReleaseTo(next, l.identity, g.Token, head, l.clock.Now())
+		return err
 	})
 	if lease.IsLost(err) {
 		g.markLost(err)

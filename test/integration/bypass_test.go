@@ -210,7 +210,7 @@ var _ = Describe("No way around the fence", func() {
 				func(l *coordinationv1.Lease) { delete(l.Annotations, locksv1alpha1.TokenAnnotation) }},
 			{"lowering the token", "a new fencing token must be the resourceVersion",
 				func(l *coordinationv1.Lease) { l.Annotations[locksv1alpha1.TokenAnnotation] = "1" }},
-			{"handing the held lock to someone else", "changes holder only by release",
+			{"handing the held lock to someone else with the old token", "a grant must set annotation fencedlock.io/token",
 				func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = new("eve") }},
 			{"revoking", "only the fencedlock manager revokes",
 				func(l *coordinationv1.Lease) { l.Annotations[locksv1alpha1.RevokedTokenAnnotation] = "1" }},
@@ -225,11 +225,15 @@ var _ = Describe("No way around the fence", func() {
 			policyDenied(mallory.Update(ctx, next), "fencedlock-lease-protocol", tc.want)
 		}
 
-		By("a renewal and a release by the protocol are admitted")
+		By("a renewal, a handover with a new token and a release by the protocol are admitted")
 		renew := held.DeepCopy()
 		renew.Spec.RenewTime = &metav1.MicroTime{Time: time.Now().Add(time.Second)}
 		Expect(mallory.Update(ctx, renew)).To(Succeed())
-		release := renew.DeepCopy()
+		handover := renew.DeepCopy()
+		handover.Spec.HolderIdentity = new("eve")
+		handover.Annotations[locksv1alpha1.TokenAnnotation] = renew.ResourceVersion
+		Expect(mallory.Update(ctx, handover)).To(Succeed(), "a handover is a release and a grant in one write")
+		release := handover.DeepCopy()
 		release.Spec.HolderIdentity = nil
 		Expect(mallory.Update(ctx, release)).To(Succeed())
 
