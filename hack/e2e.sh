@@ -23,5 +23,7 @@ if [ ${#why[@]} -gt 0 ]; then
 fi
 # The suite renders the install with the pinned kustomize, as `make build-installer` does.
 [ -x bin/kustomize ] || make -s kustomize >&2
+# ... and installs dist/chart with the pinned helm.
+[ -x bin/helm ] || make -s helm >&2
 echo "running the end-to-end suite on a real single-node cluster (test/e2e)" >&2
 exec go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -v -ginkgo.v ${E2E_ARGS:-}

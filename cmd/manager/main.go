@@ -67,6 +67,7 @@ func main() {
 	var statusMinInterval, eventInterval time.Duration
 	var eventBurst, concurrency int
 	var enableLeaderElection bool
+	var leaseDuration, renewDeadline, retryPeriod time.Duration
 	var probeAddr string
 	var secureMetrics bool
 	var enableHTTP2 bool
@@ -77,6 +78,14 @@ func main() {
 	flag.BoolVar(&enableLeaderElection, "leader-elect", false,
 		"Enable leader election for controller manager. "+
 			"Enabling this will ensure there is only one active controller manager.")
+	// controller-runtime's defaults. A replica that dies without releasing leadership (SIGKILL,
+	// node lost) is replaced after up to lease duration + retry period.
+	flag.DurationVar(&leaseDuration, "leader-elect-lease-duration", 15*time.Second,
+		"How long non-leaders wait after the last renewal before taking over leadership.")
+	flag.DurationVar(&renewDeadline, "leader-elect-renew-deadline", 10*time.Second,
+		"How long the leader keeps retrying to renew before giving leadership up (and exiting).")
+	flag.DurationVar(&retryPeriod, "leader-elect-retry-period", 2*time.Second,
+		"How often candidates try to acquire or renew leadership.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true,
 		"If set, the metrics endpoint is served securely via HTTPS. Use --metrics-secure=false to use HTTP instead.")
 	flag.StringVar(&webhookCertPath, "webhook-cert-path", "", "The directory that contains the webhook certificate.")
@@ -98,6 +107,9 @@ func main() {
 		"ValidatingWebhookConfiguration to inject the CA into.")
 	flag.StringVar(&rot.mutatingConfig, "mutating-webhook-configuration", "fencedlock-mutating-webhook-configuration",
 		"MutatingWebhookConfiguration to inject the CA into.")
+	flag.DurationVar(&rot.caOverlap, "ca-bundle-overlap", 10*time.Minute, "How long a superseded CA stays in the "+
+		"webhook configurations after a CA rotation (self-managed certificates), while the replicas move to the new "+
+		"certificate: longer than the kubelet takes to update a mounted Secret.")
 	flag.StringVar(&webhookHost, "webhook-host", "", "Address the webhook server binds to (empty: all).")
 	flag.IntVar(&webhookPort, "webhook-port", 9443, "Port the webhook server listens on. "+
 		"Defaults to 9443. Set -1 to disable the webhook server.")
@@ -190,6 +202,9 @@ func main() {
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         enableLeaderElection,
 		LeaderElectionID:       "fencedlock-manager.fencedlock.io",
+		LeaseDuration:          &leaseDuration,
+		RenewDeadline:          &renewDeadline,
+		RetryPeriod:            &retryPeriod,
 		// The program exits as soon as the manager stops, so stepping down at once is safe.
 		LeaderElectionReleaseOnCancel: true,
 		Cache:                         controllers.CacheOptions(),

@@ -21,9 +21,11 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -39,21 +41,31 @@ type certRotation struct {
 	namespace, secretName, serviceName   string
 	validatingConfigName, mutatingConfig string
 	certDir                              string
+	// caOverlap is how long a superseded CA stays in the webhook configurations' caBundle.
+	caOverlap time.Duration
 }
 
 // setupWebhooks registers fencedlock's webhooks once their serving certificates exist and returns
 // the readiness check: not ready until the certificates are in place and the server is serving.
 func setupWebhooks(mgr ctrl.Manager, rot certRotation) (healthz.Checker, error) {
 	certsReady := make(chan struct{})
+	caInjected := func() bool { return true }
 	if rot.enabled {
 		if rot.namespace == "" {
 			return nil, errors.New("--cert-namespace (or POD_NAMESPACE) is required for self-managed certificates")
 		}
-		webhooks := []rotator.WebhookInfo{{Name: rot.validatingConfigName, Type: rotator.Validating}}
-		if rot.mutatingConfig != "" {
-			webhooks = append(webhooks, rotator.WebhookInfo{Name: rot.mutatingConfig, Type: rotator.Mutating})
+		// The CA goes into the webhook configurations through caInjector, not the rotator: it
+		// keeps the previous CA there while the replicas move to the new certificate.
+		cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+		if err != nil {
+			return nil, err
 		}
-		err := rotator.AddRotator(mgr, &rotator.CertRotator{
+		inj := newCAInjector(cs, rot)
+		if err := mgr.Add(inj); err != nil {
+			return nil, err
+		}
+		caInjected = inj.Injected
+		err = rotator.AddRotator(mgr, &rotator.CertRotator{
 			SecretKey:      types.NamespacedName{Namespace: rot.namespace, Name: rot.secretName},
 			CertDir:        rot.certDir,
 			CAName:         "fencedlock-ca",
@@ -61,7 +73,6 @@ func setupWebhooks(mgr ctrl.Manager, rot certRotation) (healthz.Checker, error) 
 			DNSName:        fmt.Sprintf("%s.%s.svc", rot.serviceName, rot.namespace),
 			ExtraDNSNames:  []string{fmt.Sprintf("%s.%s.svc.cluster.local", rot.serviceName, rot.namespace)},
 			IsReady:        certsReady,
-			Webhooks:       webhooks,
 			// Every replica serves the webhook, so every replica needs the certificates.
 			RequireLeaderElection: false,
 		})
@@ -86,6 +97,9 @@ func setupWebhooks(mgr ctrl.Manager, rot certRotation) (healthz.Checker, error) 
 	return func(req *http.Request) error {
 		select {
 		case <-registered:
+			if !caInjected() {
+				return errors.New("the CA is not in the webhook configurations yet")
+			}
 			return mgr.GetWebhookServer().StartedChecker()(req)
 		default:
 			return errors.New("webhook certificates are not ready yet")

@@ -69,6 +69,8 @@ type campaign struct {
 	leaseDel time.Time // last Lease deletion, the call time of the stamp that follows
 	procs    []*exec.Cmd
 	leaseBad []string // violations seen on the Lease itself
+	// createErrs are the errors creating the queued pods (the pod gate webhook's admissions).
+	createErrs []string
 }
 
 func (c *campaign) record(op lincheck.Op) {
@@ -89,31 +91,7 @@ var _ = Describe("Fault injection", Ordered, func() {
 	var c *campaign
 
 	BeforeAll(func() {
-		c = &campaign{ns: newNamespace(), lease: 2 * time.Second, faults: map[string]int{}}
-		c.dir = filepath.Join(clusterDir, "chaos", c.ns)
-		Expect(os.MkdirAll(c.dir, 0o777)).To(Succeed())
-		Expect(os.Chmod(c.dir, 0o777)).To(Succeed())
-
-		By("building the holder process and its image")
-		bin := GinkgoT().TempDir()
-		build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(bin, "worker"), "./test/chaos/worker")
-		build.Dir, build.Env = util.RepoRoot(), append(os.Environ(), "CGO_ENABLED=0")
-		out, err := build.CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), string(out))
-		c.workerBin = filepath.Join(bin, "worker")
-		run("hack/mkimage.sh", c.workerBin, chaosImage, filepath.Join(bin, "worker.tar"))
-		run("hack/cluster-load-image.sh", filepath.Join(bin, "worker.tar"))
-
-		By("installing the custom resource kind and the pods' permissions")
-		run("kubectl", "apply", "--server-side", "-f", "test/integration/testdata/crds/settlementbatches.yaml")
-		run("kubectl", "wait", "--for=condition=Established", "crd/settlementbatches.example.fencedlock.io")
-		Expect(k8sClient.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: "writer"},
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"", "example.fencedlock.io"},
-				Resources: []string{"configmaps", "settlementbatches"}, Verbs: []string{"get", "patch"}}}})).To(Succeed())
-		Expect(k8sClient.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: "writer"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "writer"},
-			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default", Namespace: c.ns}}})).To(Succeed())
-
+		c = newCampaign()
 		By("rolling the manager's replicas out with the crash-after-pod-grant failpoint armed")
 		setFailpoint(0.3)
 		DeferCleanup(func() { setFailpoint(0) })
@@ -121,50 +99,112 @@ var _ = Describe("Fault injection", Ordered, func() {
 
 	It("never admits a write with a superseded token, and the history is linearizable", func() {
 		duration := envDuration("CHAOS_DURATION", 75*time.Second)
-		fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: "chaos"},
-			Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: int32(c.lease / time.Second),
-				// Strict: the lock's current token is read from etcd, so rule (c) is exact and the
-				// model's "no superseded token is ever accepted" holds without a cache window.
-				Fence: locksv1alpha1.FenceSpec{Mode: locksv1alpha1.FenceModeStrict}}}
-		Expect(k8sClient.Create(ctx, fl)).To(Succeed())
-		c.setup()
-		stopWatch := c.watchLease()
-
-		cctx, stop := context.WithTimeout(ctx, duration)
-		defer stop()
-		var wg sync.WaitGroup
-		for i := range envInt("CHAOS_CLIENTS", 4) {
-			c.startClient(i+1, duration)
-		}
-		// Nobody supervises the manager: the kubelet restarts a crashed replica, the Deployment
-		// replaces a deleted one.
-		wg.Go(func() { defer GinkgoRecover(); c.createPods(cctx) })
-		wg.Go(func() { defer GinkgoRecover(); c.injectFaults(cctx) })
-		wg.Wait()
-
-		By("waiting for the holders to finish and the cluster to settle")
-		run("hack/cluster-up.sh", "--node") // whatever a fault left stopped
-		setFailpoint(0)                     // disarmed, so the queue drains
-		for _, p := range c.procs {
-			_ = p.Process.Signal(syscall.SIGCONT)
-			_ = p.Wait()
-		}
-		c.drainPods()
-		stopWatch()
-
-		By("checking the history for linearizability")
-		h := c.collect()
-		res, err := lincheck.Check(h, 5*time.Minute)
-		c.summary(h, res, err)
-		if err != nil {
-			_ = lincheck.SaveHistory(filepath.Join(c.dir, "history.jsonl"), h)
-			_ = lincheck.SaveVisualization(res, filepath.Join(c.dir, "history.html"))
-			Fail(fmt.Sprintf("history is not linearizable (saved to %s/history.{jsonl,html}): %v", c.dir, err))
-		}
-		Expect(c.leaseBad).To(BeEmpty(), "violations on the Lease itself")
+		c.run(duration, func() {
+			// Nobody supervises the manager: the kubelet restarts a crashed replica, the Deployment
+			// replaces a deleted one.
+			cctx, stop := context.WithTimeout(ctx, duration)
+			defer stop()
+			c.injectFaults(cctx)
+			By("waiting for the holders to finish and the cluster to settle")
+			run("hack/cluster-up.sh", "--node") // whatever a fault left stopped
+			setFailpoint(0)                     // disarmed, so the queue drains
+		})
 		Expect(c.faults).To(HaveLen(len(faultKinds)), "every kind of fault was injected")
 	})
 })
+
+// chaosWorker builds the holder process and its image once per suite.
+var chaosWorker = sync.OnceValue(func() string {
+	By("building the holder process and its image")
+	bin := filepath.Join(clusterDir, "chaos-bin")
+	Expect(os.MkdirAll(bin, 0o755)).To(Succeed())
+	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(bin, "worker"), "./test/chaos/worker")
+	build.Dir, build.Env = util.RepoRoot(), append(os.Environ(), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), string(out))
+	run("hack/mkimage.sh", filepath.Join(bin, "worker"), chaosImage, filepath.Join(bin, "worker.tar"))
+	run("hack/cluster-load-image.sh", filepath.Join(bin, "worker.tar"))
+	return filepath.Join(bin, "worker")
+})
+
+// newCampaign prepares a campaign in a new namespace: the holder process and image, the custom
+// resource kind and the pods' permissions.
+func newCampaign() *campaign {
+	c := &campaign{ns: newNamespace(), lease: 2 * time.Second, faults: map[string]int{}}
+	c.dir = filepath.Join(clusterDir, "chaos", c.ns)
+	Expect(os.MkdirAll(c.dir, 0o777)).To(Succeed())
+	Expect(os.Chmod(c.dir, 0o777)).To(Succeed())
+	c.workerBin = chaosWorker()
+
+	By("installing the custom resource kind and the pods' permissions")
+	run("kubectl", "apply", "--server-side", "-f", "test/integration/testdata/crds/settlementbatches.yaml")
+	run("kubectl", "wait", "--for=condition=Established", "crd/settlementbatches.example.fencedlock.io")
+	Expect(k8sClient.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: "writer"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"", "example.fencedlock.io"},
+			Resources: []string{"configmaps", "settlementbatches"}, Verbs: []string{"get", "patch"}}}})).To(Succeed())
+	Expect(k8sClient.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: "writer"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "writer"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default", Namespace: c.ns}}})).To(Succeed())
+	return c
+}
+
+// run runs the campaign's holders while disrupt runs: Go-client processes (CHAOS_CLIENTS, in
+// rounds of first, then 15 s, until disrupt has returned) and pods queued for the lock. Then it
+// waits for the holders and the queue, checks the history for linearizability (failing the spec
+// on a violation) and returns it.
+func (c *campaign) run(first time.Duration, disrupt func()) []lincheck.Op {
+	fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: "chaos"},
+		Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: int32(c.lease / time.Second),
+			// Strict: the lock's current token is read from etcd, so rule (c) is exact and the
+			// model's "no superseded token is ever accepted" holds without a cache window.
+			Fence: locksv1alpha1.FenceSpec{Mode: locksv1alpha1.FenceModeStrict}}}
+	Expect(k8sClient.Create(ctx, fl)).To(Succeed())
+	c.setup()
+	stopWatch := c.watchLease()
+
+	pctx, stopPods := context.WithCancel(ctx)
+	defer stopPods()
+	podsDone := make(chan struct{})
+	go func() { defer GinkgoRecover(); defer close(podsDone); c.createPods(pctx) }()
+	disrupted := make(chan struct{})
+	go func() { defer GinkgoRecover(); defer close(disrupted); disrupt() }()
+	clients := envInt("CHAOS_CLIENTS", 4)
+	for round, d := 0, first; ; round, d = round+1, 15*time.Second {
+		procs := make([]*exec.Cmd, 0, clients)
+		for i := range clients {
+			procs = append(procs, c.startClient(round*clients+i+1, d))
+		}
+		for _, p := range procs {
+			_ = p.Wait()
+		}
+		select {
+		case <-disrupted:
+		default:
+			continue
+		}
+		break
+	}
+	stopPods()
+	<-podsDone
+	for _, p := range c.procs {
+		_ = p.Process.Signal(syscall.SIGCONT)
+		_ = p.Wait()
+	}
+	c.drainPods()
+	stopWatch()
+
+	By("checking the history for linearizability")
+	h := c.collect()
+	res, err := lincheck.Check(h, 5*time.Minute)
+	c.summary(h, res, err)
+	if err != nil {
+		_ = lincheck.SaveHistory(filepath.Join(c.dir, "history.jsonl"), h)
+		_ = lincheck.SaveVisualization(res, filepath.Join(c.dir, "history.html"))
+		Fail(fmt.Sprintf("history is not linearizable (saved to %s/history.{jsonl,html}): %v", c.dir, err))
+	}
+	Expect(c.leaseBad).To(BeEmpty(), "violations on the Lease itself")
+	return h
+}
 
 var faultKinds = []string{"pause-holder", "kill-manager", "apiserver-restart", "etcd-restart", "webhook-down", "lease-delete"}
 
@@ -290,13 +330,16 @@ func (c *campaign) watchLease() (stop func()) {
 	return func() { cancel(); <-done }
 }
 
-func (c *campaign) startClient(id int, duration time.Duration) {
+func (c *campaign) startClient(id int, duration time.Duration) *exec.Cmd {
 	cmd := exec.Command(c.workerBin, "--kubeconfig", filepath.Join(clusterDir, "admin.kubeconfig"), "--namespace", c.ns,
 		"--id", strconv.Itoa(id), "--history", filepath.Join(c.dir, fmt.Sprintf("client-%d.jsonl", id)),
 		"--duration", duration.String())
 	cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
 	Expect(cmd.Start()).To(Succeed())
+	c.mu.Lock()
 	c.procs = append(c.procs, cmd)
+	c.mu.Unlock()
+	return cmd
 }
 
 // createPods keeps pods queued for the lock, at most CHAOS_MAX_QUEUED (3) at a time; each writes
@@ -320,7 +363,7 @@ func (c *campaign) createPods(cctx context.Context) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: name, Labels: map[string]string{locksv1alpha1.LockLabel: "chaos"}},
 			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, HostNetwork: true,
 				Containers: []corev1.Container{{Name: "w", Image: chaosImage, ImagePullPolicy: corev1.PullNever,
-					Args: []string{"--pod", "--namespace", c.ns, "--id", strconv.Itoa(100 + i),
+					Args: []string{"--pod", "--namespace", c.ns, "--id", strconv.Itoa(10000 + i),
 						"--history", "/history/" + name + ".jsonl"},
 					Env: []corev1.EnvVar{
 						{Name: "FENCING_TOKEN", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
@@ -333,8 +376,11 @@ func (c *campaign) createPods(cctx context.Context) {
 				Volumes: []corev1.Volume{{Name: "history", VolumeSource: corev1.VolumeSource{
 					HostPath: &corev1.HostPathVolumeSource{Path: c.dir}}}}},
 		}
-		if err := k8sClient.Create(cctx, pod); err != nil {
+		if err := k8sClient.Create(cctx, pod); err != nil && cctx.Err() == nil {
 			fmt.Fprintf(GinkgoWriter, "creating pod %s: %v\n", name, err) // e.g. the API server is restarting
+			c.mu.Lock()
+			c.createErrs = append(c.createErrs, err.Error())
+			c.mu.Unlock()
 		}
 		select {
 		case <-cctx.Done():
@@ -359,7 +405,9 @@ func (c *campaign) injectFaults(cctx context.Context) {
 		c.fault(kind)
 		switch kind {
 		case "pause-holder": // SIGSTOP a holder past its lease, then SIGCONT
-			p := c.procs[rand.IntN(len(c.procs))]
+			c.mu.Lock()
+			p := c.procs[len(c.procs)-1-rand.IntN(min(len(c.procs), envInt("CHAOS_CLIENTS", 4)))] // a current one
+			c.mu.Unlock()
 			_ = p.Process.Signal(syscall.SIGSTOP)
 			time.Sleep(c.lease + time.Second)
 			_ = p.Process.Signal(syscall.SIGCONT)

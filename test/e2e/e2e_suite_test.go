@@ -64,6 +64,8 @@ var (
 	apiPort    = envOr("E2E_API_PORT", "26443")
 	// env is what every hack/ script of the suite runs with.
 	env []string
+	// managerTar is the manager's image tarball, as BeforeSuite built and loaded it.
+	managerTar string
 )
 
 func envOr(k, def string) string {
@@ -155,7 +157,8 @@ var _ = BeforeSuite(func() {
 		Fail("hack/image-tarballs.sh did not finish in 10 minutes:\n" + imagesOut.String())
 	}
 	fmt.Fprint(GinkgoWriter, imagesOut.String())
-	run("hack/cluster-load-image.sh", filepath.Join(imgDir, "manager.tar"), filepath.Join(imgDir, "ledger-worker.tar"))
+	managerTar = filepath.Join(imgDir, "manager.tar")
+	run("hack/cluster-load-image.sh", managerTar, filepath.Join(imgDir, "ledger-worker.tar"))
 
 	By("installing config/default (through test/e2e/overlay) and waiting for both replicas and their webhooks")
 	installManager(kustomize, fileSHA256(filepath.Join(imgDir, "manager.tar")))

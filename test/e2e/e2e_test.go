@@ -19,10 +19,7 @@ limitations under the License.
 package e2e
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -38,7 +35,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -56,17 +52,7 @@ func newNamespace() string {
 func samples(file string) []*unstructured.Unstructured {
 	raw, err := os.ReadFile(filepath.Join(util.RepoRoot(), "config", "samples", file))
 	Expect(err).NotTo(HaveOccurred())
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
-			return out
-		} else {
-			Expect(err).NotTo(HaveOccurred())
-		}
-		out = append(out, obj)
-	}
+	return decodeAll(raw)
 }
 
 // forThisNode adapts a pod template to this machine: no registry, so the image built and loaded

@@ -151,7 +151,7 @@ var _ = Describe("The manager's two replicas", func() {
 	BeforeEach(func() {
 		// Whatever a spec killed, the next one starts with both replicas serving.
 		DeferCleanup(func() {
-			waitManagerRollout(3 * time.Minute)
+			waitManagerRollout()
 			waitWebhooksServing()
 			waitLeader()
 		})
@@ -255,7 +255,7 @@ var _ = Describe("The manager's two replicas", func() {
 		}
 		Expect(outage).To(BeNumerically("<", 10*time.Second), "writes with the current token kept failing long after the kill")
 
-		AddReportEntry("leader SIGKILLed -> new leader (its Lease expires: --leader-elect defaults, 15 s)", leaderGap.Round(time.Millisecond).String())
+		AddReportEntry("leader SIGKILLed -> new leader (its Lease expires: --leader-elect-lease-duration, 8 s in test/e2e/overlay)", leaderGap.Round(time.Millisecond).String())
 		AddReportEntry("fence during the leader gap", fmt.Sprintf("%d writes with the current token admitted; %d of %d failed (dead endpoint), the last +%s after the kill",
 			okDuringGap, failed, current, outage.Round(time.Millisecond)))
 		fmt.Fprintf(GinkgoWriter, "leader %s killed; %s leads after %s\n", before, after, leaderGap.Round(time.Millisecond))
