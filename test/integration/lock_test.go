@@ -126,7 +126,7 @@ var _ = Describe("Go client", func() {
 		const workers, rounds = 6, 5
 		// Every state of the Lease, as a watch sees it: a holder never appears without its token,
 		// and the token never goes down.
-		w, err := clientset.CoordinationV1().Leases(ns).Watch(ctx, metav1.ListOptions{})
+		w, err := clientset.CoordinationV1().Leases(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=contended"})
 		Expect(err).NotTo(HaveOccurred())
 		defer w.Stop()
 		watched := make(chan error, 1)

@@ -1,0 +1,186 @@
+/*
+Copyright 2026 The fencedlock Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package integration
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/pkg/lock"
+	"github.com/fencedlock/fencedlock/pkg/token"
+)
+
+// lockStatus reads a FencedLock's status.
+func lockStatus(ns, name string) locksv1alpha1.FencedLockStatus {
+	fl := &locksv1alpha1.FencedLock{}
+	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, fl)).To(Succeed())
+	return fl.Status
+}
+
+// waiterIDs is the identities status.waiters shows, in order.
+func waiterIDs(ns, name string) []string {
+	var ids []string
+	for _, w := range lockStatus(ns, name).Waiters {
+		ids = append(ids, w.Identity)
+	}
+	return ids
+}
+
+// queueOf reads the lock's queue from its queue Lease.
+func queueOf(ns, name string) lease.Queue {
+	ql := getLease(ns, lease.QueueOf(getLease(ns, name)))
+	q, err := lease.ReadQueue(ql)
+	Expect(err).NotTo(HaveOccurred())
+	return q
+}
+
+// acquireAsync starts Acquire and returns where its grant (or error) arrives.
+func acquireAsync(ctx context.Context, l *lock.Locker) (<-chan *lock.Grant, <-chan error) {
+	got, failed := make(chan *lock.Grant, 1), make(chan error, 1)
+	go func() {
+		defer GinkgoRecover()
+		g, err := l.Acquire(ctx)
+		if err != nil {
+			failed <- err
+			return
+		}
+		got <- g
+	}()
+	return got, failed
+}
+
+var _ = Describe("One queue for every holder", func() {
+	It("serves Go clients and pods in the order they asked, and shows them all as waiters", func() {
+		ns := newNamespace()
+		newLock(ns, "ledger", 15)
+		first, err := locker(ns, "ledger", "first").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+
+		gotA, _ := acquireAsync(ctx, locker(ns, "ledger", "client-a"))
+		Eventually(func() []string { return waiterIDs(ns, "ledger") }, 10*time.Second, 20*time.Millisecond).
+			Should(Equal([]string{"client-a"}))
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pod-p",
+			Labels: map[string]string{locksv1alpha1.LockLabel: "ledger"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		podID := locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID))
+		Eventually(func() []string { return waiterIDs(ns, "ledger") }, 10*time.Second, 20*time.Millisecond).
+			Should(Equal([]string{"client-a", podID}))
+		gotB, _ := acquireAsync(ctx, locker(ns, "ledger", "client-b"))
+		Eventually(func() []string { return waiterIDs(ns, "ledger") }, 10*time.Second, 20*time.Millisecond).
+			Should(Equal([]string{"client-a", podID, "client-b"}))
+		Expect(lockStatus(ns, "ledger").WaitingCount).To(Equal(int32(3)))
+
+		By("TryAcquire never queues: it is refused and the queue is unchanged")
+		_, err = locker(ns, "ledger", "impatient").TryAcquire(ctx)
+		Expect(lease.IsHeld(err)).To(BeTrue(), "%v", err)
+		Expect(queueOf(ns, "ledger").Waiting(leaseState(ns, "ledger").Ticket)).To(HaveLen(3))
+
+		By("the release grants client-a in the same write")
+		before := getLease(ns, "ledger").ResourceVersion
+		Expect(first.Release(ctx)).To(Succeed())
+		var a *lock.Grant
+		Eventually(gotA, 10*time.Second).Should(Receive(&a))
+		st := leaseState(ns, "ledger")
+		Expect(st.Holder).To(Equal("client-a"))
+		Expect(a.Token.String()).To(Equal(before), "the releasing write granted it: the token is the resourceVersion it was conditioned on")
+
+		By("client-a's release keeps the lock for the pod, which the controller grants; client-b keeps waiting")
+		Expect(a.Release(ctx)).To(Succeed())
+		Eventually(func() string { return getPodAnnotations(ns, "pod-p")[locksv1alpha1.TokenAnnotation] },
+			10*time.Second, 20*time.Millisecond).ShouldNot(BeEmpty())
+		Expect(leaseState(ns, "ledger").Holder).To(Equal(podID))
+		podTok, err := token.Parse(getPodAnnotations(ns, "pod-p")[locksv1alpha1.TokenAnnotation])
+		Expect(err).NotTo(HaveOccurred())
+		Expect(podTok).To(BeNumerically(">", a.Token))
+		Consistently(gotB, 300*time.Millisecond).ShouldNot(Receive())
+
+		By("the pod finishes: the controller's release grants client-b")
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+		pod.Status.Phase = corev1.PodSucceeded
+		Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
+		var b *lock.Grant
+		Eventually(gotB, 10*time.Second).Should(Receive(&b))
+		Expect(b.Token).To(BeNumerically(">", podTok))
+		Expect(b.Release(ctx)).To(Succeed())
+		Eventually(func() int32 { return lockStatus(ns, "ledger").WaitingCount }, 10*time.Second).Should(BeZero())
+	})
+
+	It("takes a waiter that gives up out of the queue, and drops one that stopped beating", func() {
+		ns := newNamespace()
+		newLock(ns, "ledger", 2)
+		holder, err := locker(ns, "ledger", "holder").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		holder.KeepAlive(ctx, 0)
+
+		By("a waiter whose context ends leaves")
+		wctx, cancel := context.WithCancel(ctx)
+		_, failed := acquireAsync(wctx, locker(ns, "ledger", "gives-up"))
+		Eventually(func() []string { return waiterIDs(ns, "ledger") }, 10*time.Second, 20*time.Millisecond).
+			Should(Equal([]string{"gives-up"}))
+		cancel()
+		Eventually(failed, 10*time.Second).Should(Receive(MatchError(context.Canceled)))
+		Expect(queueOf(ns, "ledger").Waiters).To(BeEmpty(), "it removed its own entry")
+
+		By("a waiter that died (its entry is there, nobody beats it) is dropped after the lease duration")
+		ql := getLease(ns, lease.QueueOf(getLease(ns, "ledger")))
+		_, err = lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, ql, func(next *coordinationv1.Lease) error {
+			q, err := lease.ReadQueue(next)
+			if err != nil {
+				return err
+			}
+			q.Join("dead", leaseState(ns, "ledger").Ticket, time.Now())
+			return lease.WriteQueue(next, q)
+		})
+		Expect(err).NotTo(HaveOccurred())
+		gotLive, _ := acquireAsync(ctx, locker(ns, "ledger", "alive"))
+		Eventually(func() []string { return waiterIDs(ns, "ledger") }, 10*time.Second, 20*time.Millisecond).
+			Should(Equal([]string{"dead", "alive"}))
+		Eventually(func() []string { return waiterIDs(ns, "ledger") }, 10*time.Second, 50*time.Millisecond).
+			Should(Equal([]string{"alive"}), "the dead entry is dropped; the live one, beating, stays")
+		Consistently(func() []string { return waiterIDs(ns, "ledger") }, 3*time.Second, 200*time.Millisecond).
+			Should(Equal([]string{"alive"}), "a live waiter outlives the lease duration in the queue")
+
+		By("the next release goes to the live waiter")
+		Expect(holder.Release(ctx)).To(Succeed())
+		var g *lock.Grant
+		Eventually(gotLive, 10*time.Second).Should(Receive(&g))
+		Expect(g.Release(ctx)).To(Succeed())
+	})
+})
+
+func leaseState(ns, name string) lease.State {
+	st, err := lease.Read(getLease(ns, name))
+	Expect(err).NotTo(HaveOccurred())
+	return st
+}
+
+func getPodAnnotations(ns, name string) map[string]string {
+	pod := &corev1.Pod{}
+	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod)).To(Succeed())
+	return pod.Annotations
+}
