@@ -257,8 +257,11 @@ func (c *campaign) setup() {
 	sb.SetLabels(meta.Labels)
 	sb.SetAnnotations(meta.Annotations)
 	Expect(unstructured.SetNestedField(sb.Object, "setup", "spec", "v")).To(Succeed())
-	call = time.Now().UnixNano()
-	Expect(k8sClient.Create(ctx, sb)).To(Succeed())
+	// Right after the kind is Established, the API server may still answer 503 for it.
+	Eventually(func() error {
+		call = time.Now().UnixNano()
+		return k8sClient.Create(ctx, sb.DeepCopy())
+	}, time.Minute, 200*time.Millisecond).Should(Succeed())
 	c.record(lincheck.Op{Kind: lincheck.Write, Object: "settlementbatches/" + c.ns + "/chaos-sb", Token: uint64(g.Token), Value: "setup",
 		Outcome: lincheck.OK, Call: call, Return: time.Now().UnixNano()})
 	Expect(g.Release(ctx)).To(Succeed())

@@ -110,7 +110,7 @@ var _ = Describe("The manager's metrics", Ordered, func() {
 		}, time.Minute, 2*time.Second).Should(Succeed())
 	})
 
-	It("are scraped by a real Prometheus, which finds both replicas through the Service", func() {
+	It("are scraped by a real Prometheus, from both endpoints of the metrics Service", func() {
 		prom, err := exec.LookPath("prometheus")
 		if err != nil {
 			if os.Getenv("E2E_REQUIRED") == "1" {
@@ -119,7 +119,7 @@ var _ = Describe("The manager's metrics", Ordered, func() {
 			Skip("no prometheus binary (apt-get install prometheus)")
 		}
 		addr := startPrometheus(prom, token)
-		By("Prometheus discovers the replicas (kubernetes_sd, role endpoints) and scrapes them with the token")
+		By("Prometheus scrapes the metrics Service's endpoints with the token")
 		Eventually(func() float64 { return promQuery(addr, `sum(up{job="fencedlock"})`) }, 2*time.Minute, time.Second).
 			Should(BeNumerically("==", 2), "Prometheus does not scrape both replicas")
 		before := map[string]float64{}
@@ -255,7 +255,7 @@ func sumSeries(exposition, selector string) float64 {
 	return sum
 }
 
-// startPrometheus runs Prometheus on 127.0.0.1 with the suite's kubeconfig for discovery and the
+// startPrometheus runs Prometheus on 127.0.0.1, scraping the metrics Service's endpoints with the
 // scraper's token, until the spec ends; it returns its address.
 func startPrometheus(bin, token string) string {
 	dir := GinkgoT().TempDir()
@@ -274,18 +274,17 @@ scrape_configs:
     credentials_file: %s
   tls_config:
     insecure_skip_verify: true
-  kubernetes_sd_configs:
-  - role: endpoints
-    kubeconfig_file: %s
-    namespaces:
-      names: [%s]
-  relabel_configs:
-  - source_labels: [__meta_kubernetes_service_name]
-    regex: %s
-    action: keep
-  - source_labels: [__meta_kubernetes_pod_name]
-    target_label: pod
-`, filepath.Join(dir, "token"), filepath.Join(clusterDir, "admin.kubeconfig"), managerNamespace, metricsService)
+  file_sd_configs:
+  - files: [%s]
+    refresh_interval: 2s
+`, filepath.Join(dir, "token"), filepath.Join(dir, "targets.json"))
+	// Debian builds Prometheus without the Kubernetes service discovery: the targets are the
+	// metrics Service's ready endpoints, as kubernetes_sd (role endpoints) would find them, written
+	// to a file_sd file.
+	targets, err := json.Marshal([]map[string]any{{"targets": metricsEndpoints(),
+		"labels": map[string]string{"service": metricsService, "namespace": managerNamespace}}})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(os.WriteFile(filepath.Join(dir, "targets.json"), targets, 0o600)).To(Succeed())
 	Expect(os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600)).To(Succeed())
 	log, err := os.Create(filepath.Join(dir, "prometheus.log"))
 	Expect(err).NotTo(HaveOccurred())
@@ -293,9 +292,11 @@ scrape_configs:
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr)
 	cmd.Stdout, cmd.Stderr = log, log
 	Expect(cmd.Start()).To(Succeed())
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
 	DeferCleanup(func() {
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		<-exited
 		_ = log.Close()
 		if CurrentSpecReport().Failed() {
 			b, _ := os.ReadFile(log.Name())
@@ -303,6 +304,12 @@ scrape_configs:
 		}
 	})
 	Eventually(func() error {
+		select {
+		case <-exited:
+			b, _ := os.ReadFile(log.Name())
+			StopTrying("Prometheus exited:\n" + string(b)).Now()
+		default:
+		}
 		resp, err := http.Get("http://" + addr + "/-/ready")
 		if err != nil {
 			return err
