@@ -52,7 +52,8 @@ type queueInput struct {
 	holder string
 	pods   []corev1.Pod          // the pods asking for the lock
 	beats  map[lease.Ticket]beatSeen // the client beats seen before
-	// expiry is how long a client entry lives without a new beat: the lock's lease duration.
+	// expiry is how long a client entry lives without a new beat: two lease durations of the lock
+	// (clients beat about once per lease duration).
 	expiry time.Duration
 	now    time.Time
 }
@@ -127,7 +128,7 @@ func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.
 	pods []corev1.Pod, now time.Time) (p queuePlan, wait bool, err error) {
 	lk := client.ObjectKeyFromObject(fl)
 	in := queueInput{q: lease.Queue{Next: st.Ticket + 1}, served: st.Ticket, holder: st.Holder, pods: pods,
-		beats: r.observer.beatsOf(lk), expiry: time.Duration(fl.Spec.LeaseDurationSeconds) * time.Second, now: now}
+		beats: r.observer.beatsOf(lk), expiry: 2 * time.Duration(fl.Spec.LeaseDurationSeconds) * time.Second, now: now}
 	var ql coordinationv1.Lease
 	name := locksv1alpha1.QueueLeaseName(fl.UID)
 	err = r.Get(ctx, client.ObjectKey{Namespace: fl.Namespace, Name: name}, &ql)

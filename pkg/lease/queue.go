@@ -54,7 +54,7 @@ type Waiter struct {
 	// Since is when the waiter joined, on the joiner's clock; informational only.
 	Since metav1.Time `json:"since,omitzero"`
 	// Beat is moved on by a waiting client to show it is alive: the controller removes a client
-	// entry whose beat it has not seen change for the lock's lease duration. Pods do not beat;
+	// entry whose beat it has not seen change for two lease durations of the lock. Pods do not beat;
 	// the controller keeps their entries while the pod waits.
 	Beat int64 `json:"beat,omitempty"`
 }
@@ -187,7 +187,6 @@ func ReleaseTo(l *coordinationv1.Lease, holder string, tok token.Token, next *Wa
 	}
 	switch {
 	case next == nil:
-		delete(l.Annotations, locksv1alpha1.WaitingAnnotation) // nobody waits
 		return 0, nil
 	case next.IsPod():
 		setAnnotation(l, locksv1alpha1.ReservedAnnotation, next.Ticket.String())

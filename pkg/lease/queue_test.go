@@ -115,12 +115,12 @@ func TestReleaseTo(t *testing.T) {
 	if st, _ = Read(l); st.Reserved != 0 || st.Ticket != 6 || st.Holder != "pod/w/uid" {
 		t.Fatalf("state %+v", st)
 	}
-	// Nobody waits: a plain release that clears the waiting mark.
+	// Nobody waits: a plain release that keeps the waiting mark.
 	l = held()
 	if _, err = ReleaseTo(l, "a", 10, nil, now); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ = Read(l); st.Held() || st.Waiting || st.Token != 10 {
+	if st, _ = Read(l); st.Held() || !st.Waiting || st.Token != 10 {
 		t.Fatalf("state %+v", st)
 	}
 	// Only the holder with its token releases.

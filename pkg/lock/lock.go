@@ -103,6 +103,7 @@ type Locker struct {
 	identity  string
 	clock     clock.WithTicker
 	onWait    func(lease.State)
+	noQueue   bool
 	// err is the configuration error every call fails with, before any API call.
 	err error
 
@@ -133,6 +134,19 @@ func (l *Locker) tryLast(ctx context.Context, a *acquisition) (*Grant, error) {
 	return l.attempt(ctx, a, cur)
 }
 
+// heldLast returns the remembered Lease if it shows the lock held by someone else, nil otherwise.
+func (l *Locker) heldLast() *coordinationv1.Lease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last == nil {
+		return nil
+	}
+	if st, err := lease.Read(l.last); err != nil || !st.Held() || st.Holder == l.identity {
+		return nil
+	}
+	return l.last
+}
+
 // Option configures a Locker.
 type Option func(*Locker)
 
@@ -143,6 +157,11 @@ func WithIdentity(id string) Option { return func(l *Locker) { l.identity = id }
 
 // WithClock sets the clock used for lease timestamps and renewal timing.
 func WithClock(c clock.WithTicker) Option { return func(l *Locker) { l.clock = c } }
+
+// WithoutQueue makes Acquire wait without joining the lock's queue, as clients before the queue
+// did: it competes with every other unqueued waiter on each release, and queued waiters are
+// served first. For comparison and for clients that cannot write the queue Lease.
+func WithoutQueue() Option { return func(l *Locker) { l.noQueue = true } }
 
 // WithWaitCallback sets a function Acquire calls whenever it finds the lock held by a new holder
 // (or not yet initialized), e.g. to show progress.
@@ -237,6 +256,7 @@ func (l *Locker) Acquire(ctx context.Context) (*Grant, error) {
 	backoff := retryBackoff()
 	g, err := l.tryLast(ctx, a)
 	if g == nil && err == nil {
+		a.from = l.heldLast() // a Locker that just handed the lock on queues without listing
 		g, err = l.acquireOnce(ctx, a)
 	}
 	defer l.leave(ctx, a) // a waiter that gives up leaves the queue; a served one has nothing to do
@@ -295,6 +315,8 @@ type acquisition struct {
 	beatDue time.Time
 	// last is the lock's Lease as last seen, to look at again after a beat found the entry gone.
 	last *coordinationv1.Lease
+	// from, if set, is where the next round starts instead of listing the Lease.
+	from *coordinationv1.Lease
 }
 
 // retryBackoff paces Acquire's retries: quick at first, since an API server restart usually
@@ -333,18 +355,28 @@ func retryable(err error) bool {
 func (l *Locker) acquireOnce(ctx context.Context, a *acquisition) (*Grant, error) {
 	a.progress = false
 	sel := fields.OneTermEqualSelector("metadata.name", l.name).String()
-	list, err := l.leases.List(ctx, metav1.ListOptions{FieldSelector: sel})
-	if err != nil {
-		return nil, fmt.Errorf("lock %s: listing lease: %w", l.key(), err)
+	var cur *coordinationv1.Lease
+	var rv string
+	if a.from != nil { // watch from a Lease this Locker wrote: events since then follow
+		cur, rv, a.from = a.from, a.from.ResourceVersion, nil
+	} else {
+		list, err := l.leases.List(ctx, metav1.ListOptions{FieldSelector: sel})
+		if err != nil {
+			return nil, fmt.Errorf("lock %s: listing lease: %w", l.key(), err)
+		}
+		if len(list.Items) > 0 {
+			cur = &list.Items[0]
+		}
+		rv = list.ResourceVersion
 	}
-	if len(list.Items) > 0 {
+	if cur != nil {
 		// A free lock is taken before any watch is opened: one read and one write.
-		if g, err := l.attempt(ctx, a, &list.Items[0]); g != nil || err != nil {
+		if g, err := l.attempt(ctx, a, cur); g != nil || err != nil {
 			return g, err
 		}
 	}
 	w, err := l.leases.Watch(ctx, metav1.ListOptions{
-		FieldSelector: sel, ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true,
+		FieldSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: watching lease: %w", l.key(), err)
@@ -428,7 +460,9 @@ func (l *Locker) attempt(ctx context.Context, a *acquisition, cur *coordinationv
 		// Free and this waiter's turn: kept for it, or it is next in line (tickets are
 		// consecutive, so no live waiter is ahead of the one after the last served). Any other
 		// waiter leaves a free lock to its turn's owner, or to the controller: no herd.
-		g, err = l.grantWaiter(ctx, cur, a.ticket, sent)
+		if g, err = l.grantWaiter(ctx, cur, a.ticket, sent); err == nil {
+			a.ticket = 0 // served: nothing to leave
+		}
 	} else if a.ticket == 0 {
 		g, err = l.grant(ctx, cur, sent)
 	} else {

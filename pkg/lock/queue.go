@@ -20,11 +20,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/token"
@@ -42,7 +44,7 @@ const leaveTimeout = 5 * time.Second
 // than the queue) leaves it waiting unqueued, as before: every release wakes every such waiter.
 func (l *Locker) join(ctx context.Context, a *acquisition, cur *coordinationv1.Lease, st lease.State) error {
 	name := lease.QueueOf(cur)
-	if name == "" {
+	if name == "" || l.noQueue {
 		return nil
 	}
 	err := l.updateQueue(ctx, name, func(q *lease.Queue) bool {
@@ -61,9 +63,15 @@ func (l *Locker) join(ctx context.Context, a *acquisition, cur *coordinationv1.L
 	return nil
 }
 
-// beatInterval is how often a waiter shows its entry alive: three times per lease duration, as a
-// holder renews.
-func beatInterval(st lease.State) time.Duration { return max(st.Duration, minLeaseDuration) / 3 }
+// beatInterval is how often a waiter shows its entry alive: once per lease duration, jittered
+// down to three quarters of it so that waiters that joined together do not beat, and collide,
+// together. The controller drops an entry after two lease durations without a beat: a beat is a
+// write to the one queue Lease all waiters share, so a long queue must not beat often, and a dead
+// waiter costs nothing until it reaches the head of the queue.
+func beatInterval(st lease.State) time.Duration {
+	d := max(st.Duration, minLeaseDuration)
+	return d*3/4 + time.Duration(rand.Int64N(int64(d/4)+1))
+}
 
 // beat shows this waiter's entry alive. An entry that is gone (the controller dropped it, or the
 // queue Lease was recreated) leaves the waiter unqueued; the caller queues it again.
@@ -165,6 +173,7 @@ func (l *Locker) queueHead(ctx context.Context, cur *coordinationv1.Lease, st le
 // updateQueue applies change to the queue Lease name with compare-and-swap, re-reading on
 // conflicts, and writes only if change reports a change.
 func (l *Locker) updateQueue(ctx context.Context, name string, change func(*lease.Queue) bool) error {
+	attempt := 0
 	for {
 		ql, err := l.leases.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -185,6 +194,14 @@ func (l *Locker) updateQueue(ctx context.Context, name string, change func(*leas
 		}
 		if !apierrors.IsConflict(err) {
 			return err
+		}
+		// Waiters that arrive together all conflict but one; a jittered, growing pause (1 ms up
+		// to 64 ms) spreads their retries instead of repeating the collision.
+		attempt++
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-l.clock.After(wait.Jitter(time.Millisecond<<min(attempt-1, 5), 1)):
 		}
 	}
 }

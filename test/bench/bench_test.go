@@ -336,22 +336,36 @@ func (b *bench) revocation() {
 		"", "<= lease + 50 ms", &ok)
 }
 
-// cycles: acquire+release cycles per second.
+// cycles: acquire+release cycles per second, with the API server's request counts per grant and
+// a check of the grant order against the queue's tickets.
 func (b *bench) cycles() {
 	bound := b.floorRate / 2
 	dur := time.Duration(envInt("BENCH_CYCLE_SECONDS", 8)) * time.Second
-	run := func(locks, clients int) float64 {
+	warm := time.Duration(envInt("BENCH_CYCLE_WARM_SECONDS", 2)) * time.Second
+	type result struct {
+		rate                  float64
+		writes, reads, all    float64 // lease writes, lease reads (GET, LIST) and all API requests, per grant
+		conflicts             float64 // lease writes refused as conflicts, per grant
+		queued, outside, skip int     // grants from the queue, grants outside it, tickets skipped
+		grants                int64
+	}
+	run := func(locks, clients int, opts ...lock.Option) result {
 		names := make([]string, locks)
 		for i := range names {
-			names[i] = fmt.Sprintf("cyc-%d-%d-%d", locks, clients, i)
+			names[i] = fmt.Sprintf("cyc-%d-%d-%d-%d", locks, clients, len(opts), i)
 		}
 		b.ensureLocks(names)
-		var count atomic.Int64
-		ctx, cancel := context.WithTimeout(b.ctx, dur)
+		// Steady state: clients start together, and the first warm seconds (everyone joining the
+		// queue at once) are measured apart. Waiters that give up at the end leave the queue:
+		// the order is judged until just before.
+		var count, warmCount atomic.Int64
+		ctx, cancel := context.WithTimeout(b.ctx, warm+dur)
 		defer cancel()
+
 		var wg sync.WaitGroup
+		cc := &conflictCounter{LeasesGetter: b.cs.CoordinationV1()}
 		for c := range clients {
-			l := b.locker(names[c%locks], fmt.Sprintf("c%d", c))
+			l := lock.New(cc, b.ns, names[c%locks], append([]lock.Option{lock.WithIdentity(fmt.Sprintf("c%d", c))}, opts...)...)
 			wg.Go(func() {
 				for ctx.Err() == nil {
 					g, err := l.Acquire(ctx)
@@ -366,33 +380,149 @@ func (b *bench) cycles() {
 				}
 			})
 		}
+		time.Sleep(warm)
+		warmLock, warmQueue := cc.lock.Load(), cc.queue.Load()
+		before := b.apiMetrics()
+		warmCount.Store(count.Load())
+		var follow *fifoCheck
+		if locks == 1 {
+			follow = b.followTickets(names[0], time.Now().Add(dur-200*time.Millisecond))
+		}
+		time.Sleep(dur - 100*time.Millisecond)
+		after := b.apiMetrics()
+		total := count.Load() - warmCount.Load()
 		wg.Wait()
-		return float64(count.Load()) / dur.Seconds()
+		n := float64(max(total, 1))
+		r := result{rate: float64(total) / dur.Seconds(), grants: total,
+			writes: (requestCount(after, "leases", "", "PUT", "POST", "PATCH") - requestCount(before, "leases", "", "PUT", "POST", "PATCH")) / n,
+			reads:  (requestCount(after, "leases", "", "GET", "LIST") - requestCount(before, "leases", "", "GET", "LIST")) / n,
+			all:       (allRequests(after) - allRequests(before)) / n,
+			conflicts: (conflictCount(after) - conflictCount(before)) / n}
+		if follow != nil {
+			r.queued, r.outside, r.skip = follow.stop()
+		}
+		if os.Getenv("BENCH_DIAG_CONFLICTS") != "" {
+			fmt.Printf("conflicts seen by the clients, %d clients: lock Lease %d, queue Lease %d while warming up; %d, %d after\n",
+				clients, warmLock, warmQueue, cc.lock.Load()-warmLock, cc.queue.Load()-warmQueue)
+		}
+		return r
 	}
-	for _, n := range []int{1, 4, 16} {
-		b.ensureLocks([]string{fmt.Sprintf("cyc-1-%d-0", n)})
+	for _, n := range []int{1, 4, 16, 64} {
+		b.ensureLocks([]string{fmt.Sprintf("cyc-1-%d-0-0", n)})
 	}
 	hundred := make([]string, 100)
 	for i := range hundred {
-		hundred[i] = fmt.Sprintf("cyc-100-100-%d", i)
+		hundred[i] = fmt.Sprintf("cyc-100-100-0-%d", i)
 	}
 	b.ensureLocks(hundred)
 	if os.Getenv("BENCH_PAUSE_MANAGER") != "" { // diagnosis: the client path alone
 		_ = b.mgr.cmd.Process.Signal(syscall.SIGSTOP)
 		defer func() { _ = b.mgr.cmd.Process.Signal(syscall.SIGCONT) }()
 	}
-	for _, n := range []int{1, 4, 16} {
+	for _, n := range []int{1, 4, 16, 64} {
 		r := run(1, n)
-		var ok *bool
-		if n == 1 {
-			ok = new(r >= 0.8*bound)
+		ok := new(r.rate >= 0.8*bound)
+		okW := r.writes <= 2
+		fifo := r.skip == 0
+		b.rep.add(fmt.Sprintf("3. grant cycles/s, one lock, %d clients (queued)", n), fmt.Sprintf("%.0f cycles/s", r.rate),
+			fmt.Sprintf("%.0f%% of CAS/s / 2", 100*r.rate/bound), ">= 80%", ok)
+		b.rep.add(fmt.Sprintf("3. API requests per grant, %d clients (queued)", n),
+			fmt.Sprintf("%.2f Lease writes (%.2f of them conflicts), %.2f Lease reads, %.2f requests in all",
+				r.writes, r.conflicts, r.reads, r.all), "", "<= 2 writes", &okW)
+		if n > 1 {
+			b.rep.add(fmt.Sprintf("3. FIFO, %d clients: grants in ticket order", n),
+				fmt.Sprintf("%d of %d grants from the queue, %d tickets skipped, %d taken outside the queue (lock found free)",
+					r.queued, r.grants, r.skip, r.outside), "", "0 skipped", &fifo)
 		}
-		b.rep.add(fmt.Sprintf("3. grant cycles/s, one lock, %d clients", n), fmt.Sprintf("%.0f cycles/s", r),
-			fmt.Sprintf("%.0f%% of CAS/s / 2", 100*r/bound), ">= 80% (sequential)", ok)
+	}
+	for _, n := range []int{4, 16} {
+		r := run(1, n, lock.WithoutQueue())
+		b.rep.add(fmt.Sprintf("3. before the queue: %d clients herding (WithoutQueue)", n), fmt.Sprintf("%.0f cycles/s", r.rate),
+			fmt.Sprintf("%.0f%% of CAS/s / 2", 100*r.rate/bound), "", nil)
+		b.rep.add(fmt.Sprintf("3. before the queue: API requests per grant, %d clients herding", n),
+			fmt.Sprintf("%.2f Lease writes (%.2f of them conflicts), %.2f Lease reads, %.2f requests in all",
+				r.writes, r.conflicts, r.reads, r.all), "", "", nil)
 	}
 	r := run(100, 100)
-	b.rep.add("3. grant cycles/s, 100 locks, 100 clients", fmt.Sprintf("%.0f cycles/s", r),
-		fmt.Sprintf("%.0f%% of CAS/s / 2", 100*r/bound), "", nil)
+	b.rep.add("3. grant cycles/s, 100 locks, 100 clients", fmt.Sprintf("%.0f cycles/s", r.rate),
+		fmt.Sprintf("%.0f%% of CAS/s / 2", 100*r.rate/bound), "", nil)
+}
+
+// allRequests sums apiserver_request_total over everything but long-running watches.
+func allRequests(text string) float64 {
+	var sum float64
+	for line := range strings.SplitSeq(text, "\n") {
+		if strings.HasPrefix(line, "apiserver_request_total{") && !strings.Contains(line, `verb="WATCH"`) {
+			f, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+			sum += f
+		}
+	}
+	return sum
+}
+
+// conflictCount sums the Lease updates the API server refused as conflicts (409).
+func conflictCount(text string) float64 {
+	var sum float64
+	for line := range strings.SplitSeq(text, "\n") {
+		if strings.HasPrefix(line, "apiserver_request_total{") && strings.Contains(line, `resource="leases"`) &&
+			strings.Contains(line, `code="409"`) {
+			f, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+			sum += f
+		}
+	}
+	return sum
+}
+
+// fifoCheck follows a lock's Lease and checks that the grants made from its queue come in ticket
+// order with no ticket skipped or served out of order (nobody leaves the queue in the benchmark
+// before its end).
+type fifoCheck struct {
+	w                     watch.Interface
+	done                  chan struct{}
+	queued, outside, skip int
+}
+
+func (b *bench) followTickets(name string, until time.Time) *fifoCheck {
+	w, err := b.cs.CoordinationV1().Leases(b.ns).Watch(b.ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	f := &fifoCheck{w: w, done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		var tok token.Token
+		var last lease.Ticket
+		for ev := range w.ResultChan() {
+			l, ok := ev.Object.(*coordinationv1.Lease)
+			if !ok {
+				continue
+			}
+			st, err := lease.Read(l)
+			if err != nil || !st.Held() || st.Token == tok || time.Now().After(until) {
+				continue
+			}
+			tok = st.Token
+			switch {
+			case last == 0:
+				last = st.Ticket // the first grant seen sets the start
+			case st.Ticket == last:
+				f.outside++
+			case st.Ticket < last: // out of order
+				f.skip++
+			default:
+				f.queued++
+				f.skip += int(st.Ticket - last - 1)
+				last = st.Ticket
+			}
+		}
+	}()
+	return f
+}
+
+func (f *fifoCheck) stop() (queued, outside, skip int) {
+	f.w.Stop()
+	<-f.done
+	return f.queued, f.outside, f.skip
 }
 
 // fenceCost: fenced vs unfenced ConfigMap updates, Cached and Strict, and the decision alone.

@@ -19,10 +19,18 @@ limitations under the License.
 package bench
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 )
 
 // renewFloor measures sequential renewals of a fencedlock Lease through the Go client: one CAS
@@ -50,4 +58,32 @@ func (b *bench) renewFloor() stats {
 	b.rep.add("1. fencedlock Lease renewal via the Go client (sequential CAS)", fmt.Sprintf("p50 %s, p99 %s", ms(s.p50), ms(s.p99)),
 		fmt.Sprintf("%.0f updates/s", 1/s.avg.Seconds()), "", nil)
 	return s
+}
+
+// conflictCounter wraps a Leases client and counts the updates refused as conflicts, apart for
+// lock Leases and queue Leases (BENCH_DIAG_CONFLICTS=1 prints them per cycles run).
+type conflictCounter struct {
+	coordinationv1client.LeasesGetter
+	lock, queue atomic.Int64
+}
+
+func (c *conflictCounter) Leases(ns string) coordinationv1client.LeaseInterface {
+	return countingLeases{c.LeasesGetter.Leases(ns), c}
+}
+
+type countingLeases struct {
+	coordinationv1client.LeaseInterface
+	c *conflictCounter
+}
+
+func (l countingLeases) Update(ctx context.Context, le *coordinationv1.Lease, o metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	out, err := l.LeaseInterface.Update(ctx, le, o)
+	if apierrors.IsConflict(err) {
+		if strings.HasPrefix(le.Name, "fencedlock-queue-") {
+			l.c.queue.Add(1)
+		} else {
+			l.c.lock.Add(1)
+		}
+	}
+	return out, err
 }
