@@ -66,8 +66,8 @@ type planInput struct {
 	// when it is a pod.
 	waiting []lease.Waiter
 	headPod *corev1.Pod
-	maxHold   time.Duration // spec.maxHoldSeconds; zero: no bound
-	now       time.Time
+	maxHold time.Duration // spec.maxHoldSeconds; zero: no bound
+	now     time.Time
 }
 
 // computePlan decides what to do with a lock.

@@ -50,7 +50,7 @@ type queueInput struct {
 	q      lease.Queue
 	served lease.Ticket // the lock's last queued grant (State.Ticket)
 	holder string
-	pods   []corev1.Pod          // the pods asking for the lock
+	pods   []corev1.Pod              // the pods asking for the lock
 	beats  map[lease.Ticket]beatSeen // the client beats seen before
 	// expiry is how long a client entry lives without a new beat: two lease durations of the lock
 	// (clients beat about once per lease duration).

@@ -394,8 +394,8 @@ func (b *bench) cycles() {
 		wg.Wait()
 		n := float64(max(total, 1))
 		r := result{rate: float64(total) / dur.Seconds(), grants: total,
-			writes: (requestCount(after, "leases", "", "PUT", "POST", "PATCH") - requestCount(before, "leases", "", "PUT", "POST", "PATCH")) / n,
-			reads:  (requestCount(after, "leases", "", "GET", "LIST") - requestCount(before, "leases", "", "GET", "LIST")) / n,
+			writes:    (requestCount(after, "leases", "", "PUT", "POST", "PATCH") - requestCount(before, "leases", "", "PUT", "POST", "PATCH")) / n,
+			reads:     (requestCount(after, "leases", "", "GET", "LIST") - requestCount(before, "leases", "", "GET", "LIST")) / n,
 			all:       (allRequests(after) - allRequests(before)) / n,
 			conflicts: (conflictCount(after) - conflictCount(before)) / n}
 		if follow != nil {
