@@ -338,6 +338,30 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 			Expect(strings.TrimSpace(string(s.Out.Contents()))).To(Equal(me))
 		})
 
+		It("shows a waiting plugin and a waiting Go client in WAITING and NEXT, and in the lock's status, in the order they asked", func() {
+			newLock(ns, "seen", 15)
+			first := holdBy("seen", "first")
+			s := plugin("acquire", "seen")
+			Eventually(s.Err, 30*time.Second).Should(gbytes.Say(`waiting for seen: held by "first"`))
+			gotGo, _ := acquireAsync(ctx, locker(ns, "seen", "go-client"))
+			Eventually(func() []string { return waiterIDs(ns, "seen") }, 30*time.Second, 50*time.Millisecond).
+				Should(Equal([]string{me, "go-client"}))
+			out, _ := exits(0, "get", "seen")
+			Expect(out).To(MatchRegexp(`(?m)^seen\s+first\s+\d+\s+\S+ ago\s+2\s+`))
+			out, _ = exits(0, "get", "seen", "-o", "wide")
+			Expect(out).To(ContainSubstring(me + ",go-client"))
+
+			By("each release serves the next in line: the plugin, then the Go client")
+			Expect(first.Release(ctx)).To(Succeed())
+			Eventually(s, 30*time.Second).Should(gexec.Exit(0), string(s.Err.Contents()))
+			tok := strings.TrimSpace(string(s.Out.Contents()))
+			Consistently(gotGo, "500ms").ShouldNot(Receive())
+			exits(0, "release", "seen", "--fencing-token", tok)
+			var g *lock.Grant
+			Eventually(gotGo, 30*time.Second).Should(Receive(&g))
+			Expect(g.Release(ctx)).To(Succeed())
+		})
+
 		It("fails at once, waiting or not, on a lock that does not exist", func() {
 			for _, args := range [][]string{{"acquire", "nope"}, {"acquire", "nope", "--no-wait"}} {
 				_, stderr := exits(1, args...)
