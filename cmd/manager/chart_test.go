@@ -43,8 +43,7 @@ func helmTemplate(t *testing.T, args ...string) map[string][]*unstructured.Unstr
 	}
 	out, err := exec.Command(helm, append([]string{"template", chartRelease, "../../dist/chart", "-n", chartNamespace}, args...)...).Output()
 	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
+		if ee, ok := errors.AsType[*exec.ExitError](err); ok {
 			t.Fatalf("helm template: %v\n%s", err, ee.Stderr)
 		}
 		t.Fatal(err)
