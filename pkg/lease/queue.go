@@ -86,7 +86,8 @@ func ReadQueue(l *coordinationv1.Lease) (Queue, error) {
 		return q, nil
 	}
 	if err := json.Unmarshal([]byte(v), &q); err != nil {
-		return Queue{}, fmt.Errorf("queue lease %s/%s: annotation %s: %w", l.Namespace, l.Name, locksv1alpha1.QueueAnnotation, err)
+		return Queue{}, fmt.Errorf("queue lease %s/%s: annotation %s: %w",
+			l.Namespace, l.Name, locksv1alpha1.QueueAnnotation, err)
 	}
 	return q, nil
 }
@@ -181,7 +182,8 @@ func GrantWaiter(l *coordinationv1.Lease, w Waiter, now time.Time) (token.Token,
 // A client cannot grant a pod (only the manager may), so a pod is served by keeping the free lock
 // for it (ReservedAnnotation) until the controller grants it. A nil next just releases. It
 // returns the token of the grant to next, zero if it made none.
-func ReleaseTo(l *coordinationv1.Lease, holder string, tok token.Token, next *Waiter, now time.Time) (token.Token, error) {
+func ReleaseTo(l *coordinationv1.Lease, holder string, tok token.Token, next *Waiter,
+	now time.Time) (token.Token, error) {
 	if err := Release(l, holder, tok); err != nil {
 		return 0, err
 	}

@@ -444,40 +444,15 @@ func (l *Locker) attempt(ctx context.Context, a *acquisition, cur *coordinationv
 		return &Grant{locker: l, Token: st.Token, lease: cur, renewedAt: sent, lost: make(chan struct{})}, nil
 	}
 	if rerr == nil && a.ticket != 0 {
-		switch {
-		case st.Holder == l.identity && st.Ticket == a.ticket: // served: the release granted it
-			a.ticket = 0
-			l.remember(cur)
-			return &Grant{locker: l, Token: st.Token, lease: cur, renewedAt: l.clock.Now(), lost: make(chan struct{})}, nil
-		case st.Ticket >= a.ticket: // passed over: the entry was dropped (not seen alive); queue again
-			a.ticket = 0
+		if g := l.served(a, cur, st); g != nil {
+			return g, nil
 		}
 	}
 	sent := l.clock.Now()
-	var g *Grant
-	var err error
-	if a.ticket != 0 && !st.Held() && (st.Reserved == a.ticket || (st.Reserved == 0 && a.ticket == st.Ticket+1)) {
-		// Free and this waiter's turn: kept for it, or it is next in line (tickets are
-		// consecutive, so no live waiter is ahead of the one after the last served). Any other
-		// waiter leaves a free lock to its turn's owner, or to the controller: no herd.
-		if g, err = l.grantWaiter(ctx, cur, a.ticket, sent); err == nil {
-			a.ticket = 0 // served: nothing to leave
-		}
-	} else if a.ticket == 0 {
-		g, err = l.grant(ctx, cur, sent)
-	} else {
-		err = &lease.HeldError{Holder: st.Holder, Token: st.Token, Reserved: st.Reserved}
-	}
+	g, err := l.take(ctx, a, cur, st, sent)
 	if lease.IsHeld(err) {
-		if a.ticket == 0 {
-			if err := l.join(ctx, a, cur, st); err != nil {
-				return nil, err
-			}
-		}
-		if a.ticket != 0 && !st.Waiting {
-			if err := l.markWaiting(ctx, cur); err != nil {
-				return nil, err
-			}
+		if err := l.queue(ctx, a, cur, st); err != nil {
+			return nil, err
 		}
 	}
 	switch {
@@ -501,6 +476,54 @@ func (l *Locker) attempt(ctx context.Context, a *acquisition, cur *coordinationv
 		}
 	}
 	return nil, err
+}
+
+// served returns the grant a release made to this queued waiter, if cur shows one. A ticket the
+// lock has served past without serving this waiter means its entry was dropped (not seen alive):
+// it is forgotten, and the waiter queues again.
+func (l *Locker) served(a *acquisition, cur *coordinationv1.Lease, st lease.State) *Grant {
+	switch {
+	case st.Holder == l.identity && st.Ticket == a.ticket:
+		a.ticket = 0
+		l.remember(cur)
+		return &Grant{locker: l, Token: st.Token, lease: cur, renewedAt: l.clock.Now(), lost: make(chan struct{})}
+	case st.Ticket >= a.ticket:
+		a.ticket = 0
+	}
+	return nil
+}
+
+// take tries to grant the lock from cur: an unqueued caller takes a free, unreserved lock; a
+// queued waiter takes a free lock only when it is its turn, kept for it or next in line (tickets
+// are consecutive, so no live waiter is ahead of the one after the last served). Any other waiter
+// leaves a free lock to its turn's owner, or to the controller: no herd.
+func (l *Locker) take(ctx context.Context, a *acquisition, cur *coordinationv1.Lease, st lease.State,
+	now time.Time) (*Grant, error) {
+	switch {
+	case a.ticket == 0:
+		return l.grant(ctx, cur, now)
+	case !st.Held() && (st.Reserved == a.ticket || (st.Reserved == 0 && a.ticket == st.Ticket+1)):
+		g, err := l.grantWaiter(ctx, cur, a.ticket, now)
+		if err == nil {
+			a.ticket = 0 // served: nothing to leave
+		}
+		return g, err
+	}
+	return nil, &lease.HeldError{Holder: st.Holder, Token: st.Token, Reserved: st.Reserved}
+}
+
+// queue makes sure a waiter on a lock it could not take is queued, and that the lock's holder
+// knows someone waits.
+func (l *Locker) queue(ctx context.Context, a *acquisition, cur *coordinationv1.Lease, st lease.State) error {
+	if a.ticket == 0 {
+		if err := l.join(ctx, a, cur, st); err != nil {
+			return err
+		}
+	}
+	if a.ticket != 0 && !st.Waiting {
+		return l.markWaiting(ctx, cur)
+	}
+	return nil
 }
 
 // Attach returns the grant this Locker's identity holds with tok, e.g. to renew or release from

@@ -129,7 +129,8 @@ func (l *Locker) markWaiting(ctx context.Context, cur *coordinationv1.Lease) err
 }
 
 // grantWaiter takes the free lock for this waiter's ticket. Conflicts are returned unwrapped.
-func (l *Locker) grantWaiter(ctx context.Context, cur *coordinationv1.Lease, t lease.Ticket, now time.Time) (*Grant, error) {
+func (l *Locker) grantWaiter(ctx context.Context, cur *coordinationv1.Lease, t lease.Ticket,
+	now time.Time) (*Grant, error) {
 	var tok token.Token
 	out, err := lease.CAS(ctx, l.writer, cur, func(next *coordinationv1.Lease) error {
 		var err error

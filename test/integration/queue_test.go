@@ -43,8 +43,9 @@ func lockStatus(ns, name string) locksv1alpha1.FencedLockStatus {
 
 // waiterIDs is the identities status.waiters shows, in order.
 func waiterIDs(ns, name string) []string {
-	var ids []string
-	for _, w := range lockStatus(ns, name).Waiters {
+	waiters := lockStatus(ns, name).Waiters
+	ids := make([]string, 0, len(waiters))
+	for _, w := range waiters {
 		ids = append(ids, w.Identity)
 	}
 	return ids
@@ -132,37 +133,37 @@ var _ = Describe("One queue for every holder", func() {
 
 	It("takes a waiter that gives up out of the queue, and drops one that stopped beating", func() {
 		ns := newNamespace()
-		newLock(ns, "ledger", 2)
-		holder, err := locker(ns, "ledger", "holder").TryAcquire(ctx)
+		newLock(ns, "stream", 2)
+		holder, err := locker(ns, "stream", "holder").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		holder.KeepAlive(ctx, 0)
 
 		By("a waiter whose context ends leaves")
 		wctx, cancel := context.WithCancel(ctx)
-		_, failed := acquireAsync(wctx, locker(ns, "ledger", "gives-up"))
-		Eventually(func() []string { return waiterIDs(ns, "ledger") }, 10*time.Second, 20*time.Millisecond).
+		_, failed := acquireAsync(wctx, locker(ns, "stream", "gives-up"))
+		Eventually(func() []string { return waiterIDs(ns, "stream") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{"gives-up"}))
 		cancel()
 		Eventually(failed, 10*time.Second).Should(Receive(MatchError(context.Canceled)))
-		Expect(queueOf(ns, "ledger").Waiters).To(BeEmpty(), "it removed its own entry")
+		Expect(queueOf(ns, "stream").Waiters).To(BeEmpty(), "it removed its own entry")
 
 		By("a waiter that died (its entry is there, nobody beats it) is dropped after the lease duration")
-		ql := getLease(ns, lease.QueueOf(getLease(ns, "ledger")))
+		ql := getLease(ns, lease.QueueOf(getLease(ns, "stream")))
 		_, err = lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, ql, func(next *coordinationv1.Lease) error {
 			q, err := lease.ReadQueue(next)
 			if err != nil {
 				return err
 			}
-			q.Join("dead", leaseState(ns, "ledger").Ticket, time.Now())
+			q.Join("dead", leaseState(ns, "stream").Ticket, time.Now())
 			return lease.WriteQueue(next, q)
 		})
 		Expect(err).NotTo(HaveOccurred())
-		gotLive, _ := acquireAsync(ctx, locker(ns, "ledger", "alive"))
-		Eventually(func() []string { return waiterIDs(ns, "ledger") }, 10*time.Second, 20*time.Millisecond).
+		gotLive, _ := acquireAsync(ctx, locker(ns, "stream", "alive"))
+		Eventually(func() []string { return waiterIDs(ns, "stream") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{"dead", "alive"}))
-		Eventually(func() []string { return waiterIDs(ns, "ledger") }, 10*time.Second, 50*time.Millisecond).
+		Eventually(func() []string { return waiterIDs(ns, "stream") }, 10*time.Second, 50*time.Millisecond).
 			Should(Equal([]string{"alive"}), "the dead entry is dropped; the live one, beating, stays")
-		Consistently(func() []string { return waiterIDs(ns, "ledger") }, 3*time.Second, 200*time.Millisecond).
+		Consistently(func() []string { return waiterIDs(ns, "stream") }, 3*time.Second, 200*time.Millisecond).
 			Should(Equal([]string{"alive"}), "a live waiter outlives the lease duration in the queue")
 
 		By("the next release goes to the live waiter")
