@@ -96,23 +96,53 @@ func (l *Locker) beat(ctx context.Context, a *acquisition) error {
 }
 
 // leave takes a waiter that gave up out of the queue. If a release granted it meanwhile, the
-// grant is released (and handed on), so nobody waits for a holder that is not there.
+// grant is released (and handed on), so nobody waits for a holder that is not there. A release
+// that read the queue just before the entry went can still land after the first look: two more
+// looks, in the background, catch it.
 func (l *Locker) leave(ctx context.Context, a *acquisition) {
 	if a.ticket == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
+	t := a.ticket
+	a.ticket = 0
+	ctx = context.WithoutCancel(ctx)
+	qctx, cancel := context.WithTimeout(ctx, leaveTimeout)
 	defer cancel()
-	_ = l.updateQueue(ctx, a.queue, func(q *lease.Queue) bool { return q.Leave(a.ticket) })
-	cur, err := l.getLease(ctx)
-	if err != nil {
+	_ = l.updateQueue(qctx, a.queue, func(q *lease.Queue) bool { return q.Leave(t) })
+	if l.releaseIfGranted(qctx, t) {
 		return
 	}
-	if st, err := lease.Read(cur); err == nil && st.Holder == l.identity && st.Ticket == a.ticket {
-		g := &Grant{locker: l, Token: st.Token, lease: cur, lost: make(chan struct{})}
-		_ = g.Release(ctx)
+	go func() {
+		for _, d := range leaveRechecks {
+			<-l.clock.After(d)
+			rctx, cancel := context.WithTimeout(ctx, leaveTimeout)
+			found := l.releaseIfGranted(rctx, t)
+			cancel()
+			if found {
+				return
+			}
+		}
+	}()
+}
+
+// leaveRechecks are the pauses before a waiter that left looks again for a grant made to its
+// ticket: far longer than a release takes between reading the queue and writing the handover.
+var leaveRechecks = []time.Duration{250 * time.Millisecond, 750 * time.Millisecond}
+
+// releaseIfGranted releases the grant to ticket t, if the lock holds one, and reports whether it
+// found one.
+func (l *Locker) releaseIfGranted(ctx context.Context, t lease.Ticket) bool {
+	cur, err := l.getLease(ctx)
+	if err != nil {
+		return false
 	}
-	a.ticket = 0
+	st, err := lease.Read(cur)
+	if err != nil || st.Holder != l.identity || st.Ticket != t {
+		return false
+	}
+	g := &Grant{locker: l, Token: st.Token, lease: cur, lost: make(chan struct{})}
+	_ = g.Release(ctx)
+	return true
 }
 
 // markWaiting tells the lock's holder that waiters are queued, so its release reads the queue.

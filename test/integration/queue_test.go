@@ -172,6 +172,31 @@ var _ = Describe("One queue for every holder", func() {
 		Eventually(gotLive, 10*time.Second).Should(Receive(&g))
 		Expect(g.Release(ctx)).To(Succeed())
 	})
+
+	It("releases a grant that reaches a waiter after it gave up", func() {
+		ns := newNamespace()
+		newLock(ns, "late", 15)
+		holder, err := locker(ns, "late", "holder").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		wctx, cancel := context.WithCancel(ctx)
+		_, failed := acquireAsync(wctx, locker(ns, "late", "gives-up"))
+		Eventually(func() []lease.Waiter { return queueOf(ns, "late").Waiters }, 10*time.Second, 20*time.Millisecond).
+			Should(HaveLen(1))
+		entry := queueOf(ns, "late").Waiters[0]
+		cancel()
+		Eventually(failed, 10*time.Second).Should(Receive())
+
+		By("a release that read the queue before the waiter left hands the lock to it afterwards")
+		l := getLease(ns, "late")
+		_, err = lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, l, func(next *coordinationv1.Lease) error {
+			_, err := lease.ReleaseTo(next, "holder", holder.Token, &entry, time.Now())
+			return err
+		})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(leaseState(ns, "late").Holder).To(Equal("gives-up"))
+		Eventually(func() string { return leaseState(ns, "late").Holder }, 5*time.Second, 20*time.Millisecond).
+			Should(BeEmpty(), "the waiter that left released it: no wait for the 15 s lease to expire")
+	})
 })
 
 func leaseState(ns, name string) lease.State {
