@@ -70,6 +70,10 @@ func take(ctx context.Context, o *options, name, identity string, w waitOptions)
 		g, err := l.TryAcquire(ctx)
 		if h, ok := errors.AsType[*lease.HeldError](err); ok {
 			err = fmt.Errorf("FencedLock %s/%s is held by %q with token %s", ns, name, h.Holder, h.Token)
+			if h.Holder == "" {
+				err = fmt.Errorf("FencedLock %s/%s is kept for the waiter at the head of its queue (token %s)",
+					ns, name, h.Token)
+			}
 			return nil, &exitError{code: w.conflictCode, err: err}
 		}
 		if errors.Is(err, lease.ErrNotInitialized) {
@@ -120,6 +124,8 @@ func timedOut(cs kubernetes.Interface, ns, name string, after time.Duration, wai
 		return fmt.Errorf("%s: %w", prefix, err)
 	case st.Held():
 		return fmt.Errorf("%s: held by %q with token %s", prefix, st.Holder, st.Token)
+	case st.Reserved != 0:
+		return fmt.Errorf("%s: kept for the waiter at the head of its queue (token %s)", prefix, st.Token)
 	case !st.Initialized():
 		return fmt.Errorf("%s: its Lease has no token yet (is the fencedlock manager running?)", prefix)
 	}
@@ -128,9 +134,13 @@ func timedOut(cs kubernetes.Interface, ns, name string, after time.Duration, wai
 
 // waitingLine prints one progress line when Acquire finds the lock held.
 func waitingLine(o *options, name string, st lease.State) {
-	if st.Held() {
+	switch {
+	case st.Held():
 		fmt.Fprintf(o.streams.ErrOut, "waiting for %s: held by %q (token %s)\n", name, st.Holder, st.Token)
-		return
+	case st.Initialized():
+		fmt.Fprintf(o.streams.ErrOut, "waiting for %s: free, going to the waiters ahead in its queue (token %s)\n",
+			name, st.Token)
+	default:
+		fmt.Fprintf(o.streams.ErrOut, "waiting for %s: the lock is not ready yet\n", name)
 	}
-	fmt.Fprintf(o.streams.ErrOut, "waiting for %s: the lock is not ready yet\n", name)
 }
