@@ -162,21 +162,30 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 		return time.Time{}, err
 	}
 	holderPod := findHolder(pods, st.Holder)
+	view := newLeaseView(ctx, r.Client, fl.Namespace, fl.Name, st)
 	var ready *bool
+	var holderProgress progress
 	if holderPod != nil {
-		ready = new(podReady(holderPod))
+		holderProgress = view.progress(holderPod, fl.Name)
+		// A pod still gated while it waits for its other locks cannot be Ready: its not-Ready
+		// clock starts once it is ungated.
+		ready = new(podReady(holderPod) || (locksv1alpha1.HasLockGate(holderPod) && holderProgress.lacks != ""))
 	}
-	qp, wait, qerr := r.syncQueue(ctx, &fl, st, pods, now)
+	qp, wait, qerr := r.syncQueue(ctx, &fl, st, pods, view.holds, now)
 	if wait {
 		return time.Time{}, nil // the queue write's event brings the next reconcile
 	}
 	obs, prev := r.observer.observe(key, st, ready, now)
 	var headPod *corev1.Pod
+	var headProgress progress
 	if len(qp.waiting) > 0 {
 		headPod = qp.pods[qp.waiting[0].Holder]
 	}
+	if headPod != nil {
+		headProgress = view.progress(headPod, fl.Name)
+	}
 	p := computePlan(planInput{st: st, obs: obs, holderPod: holderPod, waiting: qp.waiting, headPod: headPod,
-		maxHold: maxHold(&fl), now: now})
+		holderProgress: holderProgress, headProgress: headProgress, maxHold: maxHold(&fl), now: now})
 	p.deadline = earliest(p.deadline, qp.deadline)
 	if p.writesLease() {
 		if err := r.applyPlan(ctx, &fl, l, st, p, obs, now); err != nil {
@@ -188,7 +197,7 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 		return p.deadline, qerr
 	}
 	if p.ungate != nil && p.ungate.UID != obs.ungated { // granted, but not patched (e.g. a crash in between)
-		ok, err := r.ungate(ctx, &fl, p.ungate, st.Token)
+		ok, err := r.ungate(ctx, &fl, p.ungate, st.Token, p.ungateTokens)
 		if err != nil {
 			return p.deadline, err
 		}
@@ -294,7 +303,7 @@ func (r *FencedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return errors.New("FencedLockReconciler must be built by NewFencedLockReconciler")
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podLockIndex,
-		func(o client.Object) []string { return []string{o.GetLabels()[locksv1alpha1.LockLabel]} }); err != nil {
+		podLockNames); err != nil {
 		return fmt.Errorf("indexing pods by lock: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -302,6 +311,8 @@ func (r *FencedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&coordinationv1.Lease{}).
 		// Pods that ask for a lock (the cache holds no others) wake their lock.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(lockOfPod)).
+		// A multi-lock pod's grant or loss of one lock wakes its other locks.
+		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.podLocksOfLeaseHolder)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.maxConcurrentReconciles)}).
 		Named("fencedlock").
 		Complete(r)

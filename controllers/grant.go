@@ -102,9 +102,14 @@ func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.
 	log.Info("Granted lock to pod", "pod", pod.Name, "ticket", p.grant.Ticket.String(), "token", granted.String())
 	r.recorder.Eventf(pod, fl, corev1.EventTypeNormal, locksv1alpha1.ReasonGranted, actionGrant,
 		"Granted lock %s with token %s", fl.Name, granted)
+	if !p.grantUngates {
+		// The pod waits for a later lock: the Lease write wakes that lock's reconcile (and the
+		// one that grants the last lock ungates the pod).
+		return nil
+	}
 	// If the pod was replaced meanwhile, the Lease write's watch event brings the reconcile that
 	// releases this grant.
-	_, err = r.ungate(ctx, fl, pod, granted)
+	_, err = r.ungate(ctx, fl, pod, granted, p.grantTokens)
 	return err
 }
 
@@ -147,11 +152,13 @@ func holderPodRef(namespace, holder string) *corev1.Pod {
 	return pod
 }
 
-// ungate gives a granted pod its token and lets it be scheduled, in one patch. It reports false,
+// ungate gives a granted pod its token (tok for this lock, others for its other locks) and lets it
+// be scheduled, in one patch. It reports false,
 // without an error, when the pod is gone or was replaced by a namesake (a StatefulSet's worker-0
 // recreated): the grant, whose identity names the old UID, is released by a later reconcile.
-func (r *FencedLockReconciler) ungate(ctx context.Context, fl *locksv1alpha1.FencedLock, pod *corev1.Pod, tok token.Token) (bool, error) {
-	patch, err := ungatePatch(pod, tok)
+func (r *FencedLockReconciler) ungate(ctx context.Context, fl *locksv1alpha1.FencedLock, pod *corev1.Pod, tok token.Token,
+	others map[string]token.Token) (bool, error) {
+	patch, err := ungatePatch(pod, fl.Name, tok, others)
 	if err != nil {
 		return false, err
 	}
@@ -167,14 +174,23 @@ func (r *FencedLockReconciler) ungate(ctx context.Context, fl *locksv1alpha1.Fen
 	return true, nil
 }
 
-// ungatePatch is the strategic merge patch that sets the pod's token and removes its gate. A
-// patch addresses a pod by name; metadata.uid makes it a precondition: the API server refuses
-// the whole patch if the pod of that name has another UID (see podReplaced).
-func ungatePatch(pod *corev1.Pod, tok token.Token) (client.Patch, error) {
+// ungatePatch is the strategic merge patch that sets the pod's tokens and removes its gate: one
+// annotation token.fencedlock.io/<lock> per lock (tok for lock, others for the rest), and, for a
+// pod asking for one lock, fencedlock.io/token as well. A patch addresses a pod by name;
+// metadata.uid makes it a precondition: the API server refuses the whole patch if the pod of that
+// name has another UID (see podReplaced).
+func ungatePatch(pod *corev1.Pod, lock string, tok token.Token, others map[string]token.Token) (client.Patch, error) {
+	annotations := map[string]string{locksv1alpha1.LockTokenAnnotation(lock): tok.String()}
+	for l, t := range others {
+		annotations[locksv1alpha1.LockTokenAnnotation(l)] = t.String()
+	}
+	if len(others) == 0 {
+		annotations[locksv1alpha1.TokenAnnotation] = tok.String()
+	}
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{
 			"uid":         pod.UID,
-			"annotations": map[string]string{locksv1alpha1.TokenAnnotation: tok.String()},
+			"annotations": annotations,
 		},
 		"spec": map[string]any{"schedulingGates": []map[string]string{
 			{"$patch": "delete", "name": locksv1alpha1.SchedulingGate}}},

@@ -23,6 +23,7 @@ import (
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/pkg/token"
 )
 
 // ending says how the current grant ends in a plan.
@@ -45,6 +46,12 @@ type plan struct {
 	grant    *lease.Waiter
 	grantPod *corev1.Pod
 	ungate   *corev1.Pod // a holder pod still behind the gate (just granted, or a crash in between)
+	// ungateTokens are the ungated holder pod's tokens for its other locks (several locks).
+	ungateTokens map[string]token.Token
+	// grantUngates: the granted pod holds all its other locks (or asks for this one alone), so
+	// it is ungated right after the grant, with grantTokens for its other locks.
+	grantUngates bool
+	grantTokens  map[string]token.Token
 	// markWaiting sets the Lease's waiting mark, so that a client holder's release serves the
 	// queue; clearReserved drops a reservation for a waiter that is gone.
 	markWaiting, clearReserved bool
@@ -66,8 +73,11 @@ type planInput struct {
 	// when it is a pod.
 	waiting []lease.Waiter
 	headPod *corev1.Pod
-	maxHold time.Duration // spec.maxHoldSeconds; zero: no bound
-	now     time.Time
+	// holderProgress and headProgress are how far the holder pod and the head pod are through
+	// their other locks (zero for a pod asking for this lock alone).
+	holderProgress, headProgress progress
+	maxHold                      time.Duration // spec.maxHoldSeconds; zero: no bound
+	now                          time.Time
 }
 
 // computePlan decides what to do with a lock.
@@ -86,15 +96,24 @@ func computePlan(in planInput) plan {
 	default:
 		var reason expiryReason
 		reason, p.deadline = computeExpiry(st, in.obs, in.maxHold, in.now)
-		if reason != expiryNone {
+		gated := holderPod != nil && locksv1alpha1.HasLockGate(holderPod)
+		switch {
+		case reason != expiryNone:
 			p.end, p.reason = revoke, reason
-		} else if holderPod != nil && locksv1alpha1.HasLockGate(holderPod) {
-			p.ungate = holderPod
+		case gated && in.holderProgress.lacksEarlier:
+			// Holding this lock while queueing again for an earlier one could close a cycle.
+			p.end, p.why = release, "the pod lost lock "+in.holderProgress.lacks+
+				", which comes before this one in the order, before it held all its locks"
+		case gated && in.holderProgress.lacks == "":
+			p.ungate, p.ungateTokens = holderPod, in.holderProgress.tokens
 		}
 	}
 	switch {
 	case (!st.Held() || p.end != keep) && len(in.waiting) > 0:
 		p.grant, p.grantPod = &in.waiting[0], in.headPod
+		if in.headPod != nil && in.headProgress.lacks == "" {
+			p.grantUngates, p.grantTokens = true, in.headProgress.tokens
+		}
 		p.deadline = time.Time{}
 		p.markWaiting = len(in.waiting) > 1 && !st.Waiting
 	case !st.Held() && st.Reserved != 0:

@@ -66,8 +66,10 @@ func enqueuedAt(pod *corev1.Pod) time.Time {
 }
 
 // computeQueue returns the pods waiting for the lock in FIFO order: gated, not being deleted, not
-// the holder. Ties (same instant) break by creation time, then name, so the order is stable.
-func computeQueue(pods []corev1.Pod, holder string) []*corev1.Pod {
+// the holder, and, for a pod asking for several locks, holding all that come before lock in the
+// order (waitsFor; holds says which it holds). Ties (same instant) break by creation time, then
+// name, so the order is stable.
+func computeQueue(pods []corev1.Pod, lock, holder string, holds holdsFunc) []*corev1.Pod {
 	type waiter struct {
 		pod *corev1.Pod
 		at  time.Time // parsed once: a queue of a thousand pods is sorted on every reconcile
@@ -75,7 +77,8 @@ func computeQueue(pods []corev1.Pod, holder string) []*corev1.Pod {
 	var ws []waiter
 	for i := range pods {
 		p := &pods[i]
-		if locksv1alpha1.HasLockGate(p) && p.DeletionTimestamp.IsZero() && !podIsHolder(holder, p) {
+		if locksv1alpha1.HasLockGate(p) && p.DeletionTimestamp.IsZero() && !podIsHolder(holder, p) &&
+			waitsFor(p, locksv1alpha1.PodLocks(p), lock, holds) {
 			ws = append(ws, waiter{p, enqueuedAt(p)})
 		}
 	}
@@ -103,7 +106,7 @@ func findHolder(pods []corev1.Pod, holder string) *corev1.Pod {
 	return nil
 }
 
-// podLockIndex indexes cached pods by the lock they ask for.
+// podLockIndex indexes cached pods by every lock they ask for (podLockNames).
 const podLockIndex = "fencedlock.lock"
 
 // lockPods lists the pods that ask for fl, from the label-selected cache, without copying them:
@@ -117,11 +120,12 @@ func (r *FencedLockReconciler) lockPods(ctx context.Context, fl *locksv1alpha1.F
 	return pods.Items, nil
 }
 
-// lockOfPod maps a pod to the lock it asks for.
+// lockOfPod maps a pod to every lock it asks for.
 func lockOfPod(_ context.Context, obj client.Object) []reconcile.Request {
-	name := obj.GetLabels()[locksv1alpha1.LockLabel]
-	if name == "" {
-		return nil
+	names := podLockNames(obj)
+	reqs := make([]reconcile.Request, 0, len(names))
+	for _, name := range names {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}})
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
+	return reqs
 }

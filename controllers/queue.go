@@ -50,6 +50,8 @@ type queueInput struct {
 	q      lease.Queue
 	served lease.Ticket // the lock's last queued grant (State.Ticket)
 	holder string
+	lock   string                    // the lock's name
+	holds  holdsFunc                 // which other locks a pod holds (pods asking for several)
 	pods   []corev1.Pod              // the pods asking for the lock
 	beats  map[lease.Ticket]beatSeen // the client beats seen before
 	// expiry is how long a client entry lives without a new beat: two lease durations of the lock
@@ -75,7 +77,7 @@ type queuePlan struct {
 // planQueue is the pure part of the controller's queue keeping.
 func planQueue(in queueInput) queuePlan {
 	p := queuePlan{q: in.q, pods: map[string]*corev1.Pod{}, beats: map[lease.Ticket]beatSeen{}}
-	asking := computeQueue(in.pods, in.holder)
+	asking := computeQueue(in.pods, in.lock, in.holder, in.holds)
 	gated := map[string]*corev1.Pod{}
 	for _, pod := range asking {
 		gated[locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID))] = pod
@@ -125,9 +127,10 @@ func planQueue(in queueInput) queuePlan {
 // if the queue were empty), so grants and revocations go on; err then says why. wait reports a
 // write whose watch event brings a fresh look: acting now would act on a stale queue.
 func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.FencedLock, st lease.State,
-	pods []corev1.Pod, now time.Time) (p queuePlan, wait bool, err error) {
+	pods []corev1.Pod, holds holdsFunc, now time.Time) (p queuePlan, wait bool, err error) {
 	lk := client.ObjectKeyFromObject(fl)
-	in := queueInput{q: lease.Queue{Next: st.Ticket + 1}, served: st.Ticket, holder: st.Holder, pods: pods,
+	in := queueInput{q: lease.Queue{Next: st.Ticket + 1}, served: st.Ticket, holder: st.Holder, lock: fl.Name,
+		holds: holds, pods: pods,
 		beats: r.observer.beatsOf(lk), expiry: 2 * time.Duration(fl.Spec.LeaseDurationSeconds) * time.Second, now: now}
 	var ql coordinationv1.Lease
 	name := locksv1alpha1.QueueLeaseName(fl.UID)

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
 )
 
 // waiterLog remembers, per lock, which queued pods were told they are waiting, so that each pod
@@ -64,7 +65,8 @@ func (r *FencedLockReconciler) reportMissingLock(ctx context.Context, key types.
 	if err != nil {
 		return err
 	}
-	r.waiters.announce(key, computeQueue(pods, ""), func(_ int, pod *corev1.Pod) {
+	view := newLeaseView(ctx, r.Client, key.Namespace, key.Name, lease.State{})
+	r.waiters.announce(key, computeQueue(pods, key.Name, "", view.holds), func(_ int, pod *corev1.Pod) {
 		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, locksv1alpha1.ReasonLockNotFound, actionQueue,
 			"FencedLock %s does not exist; the pod stays gated until it is created", key.Name)
 	})

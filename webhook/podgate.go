@@ -18,7 +18,7 @@ package webhook
 
 import (
 	"context"
-	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,11 +31,11 @@ import (
 // PodGatePath is where the pod gate is served.
 const PodGatePath = "/mutate-pods"
 
-// The gate sees only pods that ask for a lock; every other pod of the cluster is created without
-// calling it.
-// +kubebuilder:webhook:path=/mutate-pods,mutating=true,failurePolicy=fail,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=gate.locks.fencedlock.io,admissionReviewVersions=v1,timeoutSeconds=5,reinvocationPolicy=Never,patch=`{"objectSelector":{"matchExpressions":[{"key":"fencedlock.io/lock","operator":"Exists"}]}}`
+// The gate sees only pods that ask for a lock (label fencedlock.io/lock or annotation
+// fencedlock.io/locks); every other pod of the cluster is created without calling it.
+// +kubebuilder:webhook:path=/mutate-pods,mutating=true,failurePolicy=fail,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=gate.locks.fencedlock.io,admissionReviewVersions=v1,timeoutSeconds=5,reinvocationPolicy=Never,patch=`{"matchConditions":[{"name":"asks-for-a-lock","expression":"(has(object.metadata.labels) && 'fencedlock.io/lock' in object.metadata.labels) || (has(object.metadata.annotations) && 'fencedlock.io/locks' in object.metadata.annotations)"}]}`
 
-// PodGate holds pods labelled fencedlock.io/lock behind a scheduling gate until the controller
+// PodGate holds pods that ask for locks behind a scheduling gate until the controller
 // grants them the lock and sets their token.
 type PodGate struct {
 	Clock clock.PassiveClock
@@ -49,14 +49,23 @@ func (g *PodGate) Default(_ context.Context, pod *corev1.Pod) error {
 }
 
 // gatePod is the gate's decision: gate the pod, stamp when it joined the queue, and drop any token
-// it brought along (only the controller grants tokens).
+// it brought along (only the controller grants tokens). A pod that asks for its locks through the
+// annotation alone gets label fencedlock.io/lock set to its first lock, so that the manager's
+// label-selected cache and the pod-grant policy see it (the union of label and annotation is
+// unchanged).
 func gatePod(pod *corev1.Pod, now time.Time) error {
-	name, ok := pod.Labels[locksv1alpha1.LockLabel]
-	if !ok {
+	locks, err := locksv1alpha1.ParsePodLocks(pod)
+	if err != nil {
+		return err
+	}
+	if len(locks) == 0 {
 		return nil
 	}
-	if err := locksv1alpha1.ValidateLockName(name); err != nil {
-		return fmt.Errorf("label %s=%q does not name a FencedLock: %w", locksv1alpha1.LockLabel, name, err)
+	if _, ok := pod.Labels[locksv1alpha1.LockLabel]; !ok {
+		if pod.Labels == nil {
+			pod.Labels = map[string]string{}
+		}
+		pod.Labels[locksv1alpha1.LockLabel] = locks[0]
 	}
 	if !locksv1alpha1.HasLockGate(pod) {
 		pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: locksv1alpha1.SchedulingGate})
@@ -65,6 +74,11 @@ func gatePod(pod *corev1.Pod, now time.Time) error {
 		pod.Annotations = map[string]string{}
 	}
 	delete(pod.Annotations, locksv1alpha1.TokenAnnotation)
+	for k := range pod.Annotations {
+		if strings.HasPrefix(k, locksv1alpha1.LockTokenAnnotationPrefix) {
+			delete(pod.Annotations, k)
+		}
+	}
 	pod.Annotations[locksv1alpha1.EnqueuedAnnotation] = now.UTC().Format(time.RFC3339Nano)
 	return nil
 }

@@ -77,3 +77,39 @@ func TestGatePod(t *testing.T) {
 		})
 	}
 }
+
+func TestGatePodLocksAnnotation(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pod := func(label, ann string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+			locksv1alpha1.LocksAnnotation:          ann,
+			locksv1alpha1.LockTokenAnnotation("a"): "999", // forged
+		}}}
+		if label != "" {
+			p.Labels = map[string]string{locksv1alpha1.LockLabel: label}
+		}
+		return p
+	}
+	p := pod("", "b,a")
+	if err := gatePod(p, now); err != nil {
+		t.Fatal(err)
+	}
+	if !locksv1alpha1.HasLockGate(p) {
+		t.Fatal("a pod asking through the annotation alone must be gated")
+	}
+	if p.Labels[locksv1alpha1.LockLabel] != "a" {
+		t.Fatalf("label = %q; want the first lock, a", p.Labels[locksv1alpha1.LockLabel])
+	}
+	if _, forged := p.Annotations[locksv1alpha1.LockTokenAnnotation("a")]; forged {
+		t.Fatal("a per-lock token the pod brought along must be dropped")
+	}
+	p = pod("c", "b,a")
+	if err := gatePod(p, now); err != nil || p.Labels[locksv1alpha1.LockLabel] != "c" {
+		t.Fatalf("err = %v, label = %q; the pod's own label is kept", err, p.Labels[locksv1alpha1.LockLabel])
+	}
+	for _, ann := range []string{"", "a,,b", "a,a", "a,Bad_Name"} {
+		if err := gatePod(pod("", ann), now); err == nil {
+			t.Errorf("annotation %q accepted", ann)
+		}
+	}
+}

@@ -18,6 +18,7 @@ package v1alpha1
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -48,3 +49,60 @@ func HasLockGate(pod *corev1.Pod) bool {
 // in the lock Lease's controller reference. A UID, unlike the lock's name, leaves no room for a
 // clash with another lock's Lease.
 func QueueLeaseName(lockUID types.UID) string { return "fencedlock-queue-" + string(lockUID) }
+
+// maxPodLockName bounds the names a pod may ask for: a lock's name is also the name part of the
+// pod's token annotation (LockTokenAnnotation) and may become the pod's LockLabel value, both at
+// most 63 characters.
+const maxPodLockName = validation.LabelValueMaxLength
+
+// ParsePodLocks returns the locks pod asks for (LockLabel and LocksAnnotation together), sorted
+// and deduplicated, or why they cannot be: a name that cannot name a lock, an empty entry, a name
+// listed twice in the annotation, or a name longer than 63 characters. The label's lock may be
+// listed in the annotation too: the union counts.
+func ParsePodLocks(pod *corev1.Pod) ([]string, error) {
+	var locks []string
+	if name, ok := pod.Labels[LockLabel]; ok {
+		if err := ValidateLockName(name); err != nil {
+			return nil, fmt.Errorf("label %s=%q does not name a FencedLock: %w", LockLabel, name, err)
+		}
+		locks = append(locks, name)
+	}
+	if v, ok := pod.Annotations[LocksAnnotation]; ok {
+		seen := map[string]bool{}
+		for entry := range strings.SplitSeq(v, ",") {
+			name := strings.TrimSpace(entry)
+			switch {
+			case name == "":
+				return nil, fmt.Errorf("annotation %s=%q has an empty lock name: list lock names separated by commas, as in \"a,b\"",
+					LocksAnnotation, v)
+			case seen[name]:
+				return nil, fmt.Errorf("annotation %s=%q lists lock %q twice", LocksAnnotation, v, name)
+			}
+			if err := ValidateLockName(name); err != nil {
+				return nil, fmt.Errorf("annotation %s=%q: %q does not name a FencedLock: %w", LocksAnnotation, v, name, err)
+			}
+			if len(name) > maxPodLockName {
+				return nil, fmt.Errorf("annotation %s=%q: lock name %q is longer than %d characters, which the token annotation %s<name> cannot carry",
+					LocksAnnotation, v, name, maxPodLockName, LockTokenAnnotationPrefix)
+			}
+			seen[name] = true
+			locks = append(locks, name)
+		}
+	}
+	slices.Sort(locks)
+	return slices.Compact(locks), nil
+}
+
+// PodLocks returns the locks pod asks for, sorted and deduplicated: the order in which it is
+// granted them. A pod whose request is invalid (the pod gate refuses such pods) asks for its
+// label's lock alone, or for none.
+func PodLocks(pod *corev1.Pod) []string {
+	locks, err := ParsePodLocks(pod)
+	if err != nil {
+		if name := pod.Labels[LockLabel]; ValidateLockName(name) == nil {
+			return []string{name}
+		}
+		return nil
+	}
+	return locks
+}

@@ -17,6 +17,7 @@ limitations under the License.
 package v1alpha1
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,5 +50,61 @@ func TestHasLockGate(t *testing.T) {
 	}
 	if !HasLockGate(pod("example.com/other", SchedulingGate)) {
 		t.Fatal("a pod behind our gate among others")
+	}
+}
+
+func TestParsePodLocks(t *testing.T) {
+	pod := func(label, ann string) *corev1.Pod {
+		p := &corev1.Pod{}
+		p.Labels, p.Annotations = map[string]string{}, map[string]string{}
+		if label != "-" {
+			p.Labels[LockLabel] = label
+		}
+		if ann != "-" {
+			p.Annotations[LocksAnnotation] = ann
+		}
+		return p
+	}
+	ok := []struct {
+		label, ann string
+		want       []string
+	}{
+		{"-", "-", nil},
+		{"ledger", "-", []string{"ledger"}},
+		{"-", "b,a", []string{"a", "b"}},
+		{"-", " b , a ", []string{"a", "b"}},
+		{"c", "b,a", []string{"a", "b", "c"}},
+		{"a", "b,a", []string{"a", "b"}}, // the union counts
+		{"-", "solo", []string{"solo"}},
+	}
+	for _, tc := range ok {
+		got, err := ParsePodLocks(pod(tc.label, tc.ann))
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("ParsePodLocks(%q, %q) = %v, %v; want %v", tc.label, tc.ann, got, err, tc.want)
+		}
+		if got := PodLocks(pod(tc.label, tc.ann)); !slices.Equal(got, tc.want) {
+			t.Errorf("PodLocks(%q, %q) = %v; want %v", tc.label, tc.ann, got, tc.want)
+		}
+	}
+	bad := []struct{ label, ann, want string }{
+		{"-", "", "empty lock name"},
+		{"-", "a,,b", "empty lock name"},
+		{"-", "a,", "empty lock name"},
+		{"-", "a,b,a", `lists lock "a" twice`},
+		{"-", "a,Bad_Name", "does not name a FencedLock"},
+		{"-", "a," + strings.Repeat("x", 64), "longer than 63"},
+		{"Bad_Name", "a", "label"},
+	}
+	for _, tc := range bad {
+		_, err := ParsePodLocks(pod(tc.label, tc.ann))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParsePodLocks(%q, %q) = %v; want an error with %q", tc.label, tc.ann, err, tc.want)
+		}
+	}
+	if got := PodLocks(pod("x", "a,,b")); !slices.Equal(got, []string{"x"}) {
+		t.Errorf("PodLocks of an invalid annotation = %v; want the label's lock alone", got)
+	}
+	if LockTokenAnnotation("a") != "token.fencedlock.io/a" {
+		t.Error(LockTokenAnnotation("a"))
 	}
 }

@@ -55,7 +55,18 @@ const (
 
 	// LockLabel on a pod asks for the named FencedLock (same namespace) before the pod may run.
 	LockLabel = "fencedlock.io/lock"
+	// LocksAnnotation on a pod asks for several FencedLocks (same namespace), comma-separated
+	// ("a,b"), beside or instead of LockLabel: the pod runs only once it holds all of them (the
+	// union with the label's lock). The pod gate sets LockLabel to the pod's first lock when the pod
+	// has no label, so the manager's label-selected cache and policies see the pod.
+	LocksAnnotation = "fencedlock.io/locks"
+	// LockTokenAnnotationPrefix starts the annotation that carries a granted pod's token for one of
+	// its locks: "token.fencedlock.io/<lock name>" (see LockTokenAnnotation).
+	LockTokenAnnotationPrefix = "token.fencedlock.io/"
 )
+
+// LockTokenAnnotation is the annotation of a granted pod that carries its token for lock.
+func LockTokenAnnotation(lock string) string { return LockTokenAnnotationPrefix + lock }
 
 // Condition types of a FencedLock.
 const (
