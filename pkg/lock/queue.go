@@ -202,7 +202,8 @@ func (l *Locker) queueHead(ctx context.Context, cur *coordinationv1.Lease, st le
 }
 
 // updateQueue applies change to the queue Lease name with compare-and-swap, re-reading on
-// conflicts, and writes only if change reports a change.
+// conflicts, and writes only if change reports a change. (Starting from the copy a release has
+// just read saves a read but conflicts more often: measured, it cost more than it saved.)
 func (l *Locker) updateQueue(ctx context.Context, name string, change func(*lease.Queue) bool) error {
 	attempt := 0
 	for {
@@ -220,19 +221,20 @@ func (l *Locker) updateQueue(ctx context.Context, name string, change func(*leas
 			}
 			return lease.WriteQueue(next, q)
 		})
-		if errors.Is(err, errUnchanged) {
+		if errors.Is(err, errUnchanged) || err == nil {
 			return nil
 		}
 		if !apierrors.IsConflict(err) {
 			return err
 		}
-		// Waiters that arrive together all conflict but one; a jittered, growing pause (1 ms up
-		// to 64 ms) spreads their retries instead of repeating the collision.
+		// Waiters that arrive together all conflict but one; a jittered pause that doubles (1 ms
+		// up to 0.5 s) spreads their retries instead of repeating the collision: n waiters
+		// arriving at once cost about n log n writes rather than n²/2. A waiter waits anyway.
 		attempt++
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-l.clock.After(wait.Jitter(time.Millisecond<<min(attempt-1, 5), 1)):
+		case <-l.clock.After(wait.Jitter(time.Millisecond<<min(attempt-1, 8), 1)):
 		}
 	}
 }
