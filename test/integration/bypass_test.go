@@ -293,6 +293,31 @@ var _ = Describe("No way around the fence", func() {
 			"fencedlock-pod-grant", "set when a pod is created")
 	})
 
+	It("keeps a multi-lock pod's list of locks and its per-lock tokens the manager's", func() {
+		mallory, _ := ordinaryUser(ns, "mallory")
+		multi := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "multi",
+			Annotations: map[string]string{locksv1alpha1.LocksAnnotation: "settlement,other"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		Expect(mallory.Create(ctx, multi)).To(Succeed(), "the pod waits behind its gate")
+		Expect(multi.Spec.SchedulingGates).To(ContainElement(HaveField("Name", locksv1alpha1.SchedulingGate)))
+		Expect(multi.Labels).To(HaveKeyWithValue(locksv1alpha1.LockLabel, "other"), "labelled with its first lock")
+
+		policyDenied(mallory.Patch(ctx, multi.DeepCopy(), mergePatch(`{"metadata":{"annotations":{%q:%q}}}`,
+			locksv1alpha1.LockTokenAnnotation("settlement"), b)), "fencedlock-pod-grant", "a token cannot be copied onto a pod")
+		policyDenied(mallory.Patch(ctx, multi.DeepCopy(), mergePatch(`{"metadata":{"annotations":{%q:"settlement"}}}`,
+			locksv1alpha1.LocksAnnotation)), "fencedlock-pod-grant", "annotation fencedlock.io/locks is set when a pod is created")
+		policyDenied(mallory.Patch(ctx, multi.DeepCopy(), mergePatch(`{"metadata":{"annotations":{%q:null}}}`,
+			locksv1alpha1.LocksAnnotation)), "fencedlock-pod-grant", "cannot be added, changed or removed")
+
+		queued := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "queued-single",
+			Labels: map[string]string{locksv1alpha1.LockLabel: "settlement"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		Expect(mallory.Create(ctx, queued)).To(Succeed())
+		policyDenied(mallory.Patch(ctx, queued.DeepCopy(), mergePatch(`{"metadata":{"annotations":{%q:"settlement,other"}}}`,
+			locksv1alpha1.LocksAnnotation)), "fencedlock-pod-grant", "annotation fencedlock.io/locks is set when a pod is created")
+		Expect(mallory.Patch(ctx, multi.DeepCopy(), mergePatch(`{"metadata":{"annotations":{"note":"ordinary edits pass"}}}`))).To(Succeed())
+	})
+
 	It("reports each denial with the token it presented, DELETE apart from UPDATE", func() {
 		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
 		g, err := locker(ns, "settlement", "worker-b").Attach(ctx, b)
