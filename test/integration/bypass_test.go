@@ -294,7 +294,7 @@ var _ = Describe("No way around the fence", func() {
 	})
 
 	It("keeps a multi-lock pod's list of locks and its per-lock tokens the manager's", func() {
-		mallory, _ := ordinaryUser(ns, "mallory")
+		mallory, _ := ordinaryUser(ns, "eve")
 		multi := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "multi",
 			Annotations: map[string]string{locksv1alpha1.LocksAnnotation: "settlement,other"}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}

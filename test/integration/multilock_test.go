@@ -145,7 +145,7 @@ var _ = Describe("Pods asking for several locks", func() {
 
 		const rounds = 20
 		last := map[string]token.Token{}
-		var durations []time.Duration
+		durations := make([]time.Duration, 0, rounds)
 		for round := range rounds {
 			start := time.Now()
 			// One pod asks through the annotation alone, the other beside the label.
