@@ -22,11 +22,13 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/token"
 )
 
@@ -133,5 +135,71 @@ var _ = Describe("Pods asking for several locks", func() {
 			g.Expect(leaseState(ns, "a").Holder).To(BeEmpty())
 			g.Expect(leaseState(ns, "b").Holder).To(BeEmpty())
 		}).Should(Succeed())
+	})
+
+	It("makes a gated pod that lost an earlier lock give up the later ones, then grants them again in order", func() {
+		ns := newNamespace()
+		newLock(ns, "a", nil)
+		fb := newLock(ns, "b", longLease)
+		library, err := locker(fb, "library").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		pod := newMultiLockPod(ns, "p", "a,b")
+		id := locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID))
+		Eventually(func(g Gomega) {
+			g.Expect(getLock(fb).Status.Waiters).To(ContainElement(HaveField("Pod", "p")))
+		}).Should(Succeed())
+		ta := leaseState(ns, "a").Token
+
+		By("with the controller stopped, the pod is granted b (a crash before its ungate) and loses a")
+		stopManage()
+		restarted := false
+		DeferCleanup(func() {
+			if !restarted {
+				startManager()
+			}
+		})
+		Expect(library.Release(ctx)).To(Succeed())
+		kept := leaseState(ns, "b").Reserved
+		Expect(kept).NotTo(BeZero())
+		var tb token.Token
+		_, err = lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, getLease(ns, "b"),
+			func(next *coordinationv1.Lease) error {
+				tb, err = lease.GrantWaiter(next, lease.Waiter{Ticket: kept, Holder: id}, time.Now())
+				return err
+			})
+		Expect(err).NotTo(HaveOccurred())
+		var other token.Token // a goes to another holder, so the pod cannot simply get it back
+		_, err = lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, getLease(ns, "a"),
+			func(next *coordinationv1.Lease) error {
+				if err := lease.Revoke(next, id, ta); err != nil {
+					return err
+				}
+				other, err = lease.Grant(next, "other", time.Now())
+				return err
+			})
+		Expect(err).NotTo(HaveOccurred())
+
+		By("a restarted controller makes the pod give b up, as it lacks a, which comes first")
+		startManager()
+		restarted = true
+		Eventually(func() []string { return podEvents(ns, "p") }).Should(ContainElement(
+			MatchRegexp(`^Released: Released lock b \(token \d+\): the pod lost lock a, which comes before this one`)))
+		Eventually(func() string { return leaseState(ns, "b").Holder }).Should(BeEmpty())
+		stillGated(ns, "p")
+
+		By("once a is free, the pod gets a, then b, and only then is ungated")
+		_, err = lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, getLease(ns, "a"),
+			func(next *coordinationv1.Lease) error { return lease.Release(next, "other", other) })
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() bool { return locksv1alpha1.HasLockGate(getPod(ns, "p")) }).Should(BeFalse())
+		toks := lockTokens(getPod(ns, "p"))
+		Expect(toks).To(Equal(map[string]string{
+			"a": leaseState(ns, "a").Token.String(), "b": leaseState(ns, "b").Token.String()}))
+		newA, err := token.Parse(toks["a"])
+		Expect(err).NotTo(HaveOccurred())
+		newB, err := token.Parse(toks["b"])
+		Expect(err).NotTo(HaveOccurred())
+		Expect(newA).To(BeNumerically(">", ta))
+		Expect(newB).To(BeNumerically(">", tb), "b was granted again after a, not kept out of order")
 	})
 })
