@@ -59,6 +59,10 @@ func (r *FencedLockReconciler) ensureLease(ctx context.Context, fl *locksv1alpha
 	if controlled && st.Initialized() && !leaseNeedsSync(&l, fl) {
 		return &l, nil, nil
 	}
+	var served lease.Ticket
+	if !st.Initialized() {
+		served = r.queueIssued(ctx, fl)
+	}
 	_, err = lease.CAS(ctx, lease.ClientWriter{Client: r.Client}, &l, func(next *coordinationv1.Lease) error {
 		if !controlled {
 			// The lock was deleted and recreated before the garbage collector removed its
@@ -67,6 +71,13 @@ func (r *FencedLockReconciler) ensureLease(ctx context.Context, fl *locksv1alpha
 		}
 		if _, err := lease.Initialize(next); err != nil {
 			return err
+		}
+		if served != 0 {
+			// A recreated Lease forgot which tickets were served. Count every ticket issued so
+			// far as served: queued clients then see they were passed over and join again, and
+			// the controller queues its pods again, instead of the queue serving entries of
+			// waiters long gone, one lease duration each.
+			lease.SetServed(next, served)
 		}
 		next.Spec.LeaseDurationSeconds = &fl.Spec.LeaseDurationSeconds
 		return controllerutil.SetControllerReference(fl, next, r.Scheme())

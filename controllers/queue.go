@@ -197,3 +197,16 @@ func (r *FencedLockReconciler) createQueue(ctx context.Context, fl *locksv1alpha
 	logf.FromContext(ctx).Info("Created queue lease", "lease", name)
 	return true, nil
 }
+
+// queueIssued returns the last ticket the lock's queue has issued, zero if it has no queue yet.
+func (r *FencedLockReconciler) queueIssued(ctx context.Context, fl *locksv1alpha1.FencedLock) lease.Ticket {
+	var ql coordinationv1.Lease
+	if err := r.Get(ctx, client.ObjectKey{Namespace: fl.Namespace, Name: locksv1alpha1.QueueLeaseName(fl.UID)}, &ql); err != nil {
+		return 0
+	}
+	q, err := lease.ReadQueue(&ql)
+	if err != nil || q.Next == 0 {
+		return 0
+	}
+	return q.Next - 1
+}

@@ -174,7 +174,7 @@ func GrantWaiter(l *coordinationv1.Lease, w Waiter, now time.Time) (token.Token,
 	if err != nil {
 		return 0, err
 	}
-	setAnnotation(l, locksv1alpha1.TicketAnnotation, w.Ticket.String())
+	SetServed(l, w.Ticket)
 	return tok, nil
 }
 
@@ -226,4 +226,9 @@ func MarkWaiting(l *coordinationv1.Lease) bool {
 	}
 	setAnnotation(l, locksv1alpha1.WaitingAnnotation, "true")
 	return true
+}
+
+// SetServed records t as the lock's last served ticket on its Lease l.
+func SetServed(l *coordinationv1.Lease, t Ticket) {
+	setAnnotation(l, locksv1alpha1.TicketAnnotation, t.String())
 }

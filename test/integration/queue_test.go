@@ -197,6 +197,28 @@ var _ = Describe("One queue for every holder", func() {
 		Eventually(func() string { return leaseState(ns, "late").Holder }, 5*time.Second, 20*time.Millisecond).
 			Should(BeEmpty(), "the waiter that left released it: no wait for the 15 s lease to expire")
 	})
+
+	It("serves its live waiters, not entries already served, after its Lease is deleted and recreated", func() {
+		ns := newNamespace()
+		newLock(ns, "gone", 15)
+		holder, err := locker(ns, "gone", "holder").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		got1, _ := acquireAsync(ctx, locker(ns, "gone", "w1"))
+		Eventually(func() []string { return waiterIDs(ns, "gone") }, 10*time.Second, 20*time.Millisecond).Should(Equal([]string{"w1"}))
+		got2, _ := acquireAsync(ctx, locker(ns, "gone", "w2"))
+		Eventually(func() []string { return waiterIDs(ns, "gone") }, 10*time.Second, 20*time.Millisecond).
+			Should(Equal([]string{"w1", "w2"}))
+		Expect(holder.Release(ctx)).To(Succeed())
+		Eventually(got1, 10*time.Second).Should(Receive())
+		Expect(queueOf(ns, "gone").Waiters).To(HaveLen(2), "w1's served entry is trimmed by the next write, not by one of its own")
+
+		By("the Lease is deleted while w1 holds it; the controller recreates it")
+		Expect(clientset.CoordinationV1().Leases(ns).Delete(ctx, "gone", metav1.DeleteOptions{})).To(Succeed())
+		var g *lock.Grant
+		Eventually(got2, 5*time.Second).Should(Receive(&g), "w2 is served well within the 15 s lease, not after a grant to w1's stale entry expires")
+		Expect(leaseState(ns, "gone").Holder).To(Equal("w2"))
+		Expect(g.Release(ctx)).To(Succeed())
+	})
 })
 
 func leaseState(ns, name string) lease.State {
