@@ -557,10 +557,19 @@ func (l *Locker) getLease(ctx context.Context) (*coordinationv1.Lease, error) {
 
 // grant tries one compare-and-swap from cur. Conflicts are returned unwrapped.
 func (l *Locker) grant(ctx context.Context, cur *coordinationv1.Lease, now time.Time) (*Grant, error) {
+	return l.grantBy(ctx, cur, func(next *coordinationv1.Lease) (token.Token, error) {
+		return lease.Grant(next, l.identity, now)
+	})
+}
+
+// grantBy writes the grant transition makes from cur, in one compare-and-swap, and returns the
+// Grant. Conflicts are returned unwrapped.
+func (l *Locker) grantBy(ctx context.Context, cur *coordinationv1.Lease,
+	transition func(*coordinationv1.Lease) (token.Token, error)) (*Grant, error) {
 	var tok token.Token
 	out, err := lease.CAS(ctx, l.writer, cur, func(next *coordinationv1.Lease) error {
 		var err error
-		tok, err = lease.Grant(next, l.identity, now)
+		tok, err = transition(next)
 		return err
 	})
 	if err != nil {

@@ -161,20 +161,9 @@ func (l *Locker) markWaiting(ctx context.Context, cur *coordinationv1.Lease) err
 // grantWaiter takes the free lock for this waiter's ticket. Conflicts are returned unwrapped.
 func (l *Locker) grantWaiter(ctx context.Context, cur *coordinationv1.Lease, t lease.Ticket,
 	now time.Time) (*Grant, error) {
-	var tok token.Token
-	out, err := lease.CAS(ctx, l.writer, cur, func(next *coordinationv1.Lease) error {
-		var err error
-		tok, err = lease.GrantWaiter(next, lease.Waiter{Ticket: t, Holder: l.identity}, now)
-		return err
+	return l.grantBy(ctx, cur, func(next *coordinationv1.Lease) (token.Token, error) {
+		return lease.GrantWaiter(next, lease.Waiter{Ticket: t, Holder: l.identity}, now)
 	})
-	if err != nil {
-		if apierrors.IsConflict(err) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("lock %s: %w", l.key(), err)
-	}
-	l.remember(out)
-	return &Grant{locker: l, Token: tok, lease: out, renewedAt: l.clock.Now(), lost: make(chan struct{})}, nil
 }
 
 // queueHead returns the first waiter still waiting for the lock whose Lease is cur, nil if none
