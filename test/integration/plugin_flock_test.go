@@ -348,8 +348,10 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 				Should(Equal([]string{me, "go-client"}))
 			out, _ := exits(0, "get", "seen")
 			Expect(out).To(MatchRegexp(`(?m)^seen\s+first\s+\d+\s+\S+ ago\s+2\s+`))
+			GinkgoWriter.Printf("$ kubectl fencedlock get seen\n%s\n", out)
 			out, _ = exits(0, "get", "seen", "-o", "wide")
 			Expect(out).To(ContainSubstring(me + ",go-client"))
+			GinkgoWriter.Printf("$ kubectl fencedlock get seen -o wide\n%s\n", out)
 
 			By("each release serves the next in line: the plugin, then the Go client")
 			Expect(first.Release(ctx)).To(Succeed())
