@@ -200,14 +200,11 @@ func (i *caInjector) sync(ctx context.Context) error {
 		return err
 	} else if ok {
 		v := o.(*admissionregistrationv1.ValidatingWebhookConfiguration).DeepCopy()
-		changed := false
+		cfgs := make([]*admissionregistrationv1.WebhookClientConfig, 0, len(v.Webhooks))
 		for w := range v.Webhooks {
-			b := bundle(current, v.Webhooks[w].ClientConfig.CABundle, keepOld, now)
-			if !bytes.Equal(b, v.Webhooks[w].ClientConfig.CABundle) {
-				v.Webhooks[w].ClientConfig.CABundle, changed = b, true
-			}
+			cfgs = append(cfgs, &v.Webhooks[w].ClientConfig)
 		}
-		if changed {
+		if rebundle(cfgs, current, keepOld, now) {
 			if _, err := i.cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(ctx, v, metav1.UpdateOptions{}); err != nil {
 				return err
 			}
@@ -225,14 +222,11 @@ func (i *caInjector) sync(ctx context.Context) error {
 			return fmt.Errorf("MutatingWebhookConfiguration %s not found", i.mutating)
 		}
 		m := o.(*admissionregistrationv1.MutatingWebhookConfiguration).DeepCopy()
-		changed := false
+		cfgs := make([]*admissionregistrationv1.WebhookClientConfig, 0, len(m.Webhooks))
 		for w := range m.Webhooks {
-			b := bundle(current, m.Webhooks[w].ClientConfig.CABundle, keepOld, now)
-			if !bytes.Equal(b, m.Webhooks[w].ClientConfig.CABundle) {
-				m.Webhooks[w].ClientConfig.CABundle, changed = b, true
-			}
+			cfgs = append(cfgs, &m.Webhooks[w].ClientConfig)
 		}
-		if changed {
+		if rebundle(cfgs, current, keepOld, now) {
 			if _, err := i.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, m, metav1.UpdateOptions{}); err != nil {
 				return err
 			}
@@ -243,6 +237,19 @@ func (i *caInjector) sync(ctx context.Context) error {
 		setupLog.Info("CA injected into the webhook configurations")
 	}
 	return nil
+}
+
+// rebundle sets the caBundle of each webhook's client config (see bundle) and reports whether any
+// changed.
+func rebundle(cfgs []*admissionregistrationv1.WebhookClientConfig, current []*x509.Certificate, keepOld bool,
+	now time.Time) bool {
+	changed := false
+	for _, c := range cfgs {
+		if b := bundle(current, c.CABundle, keepOld, now); !bytes.Equal(b, c.CABundle) {
+			c.CABundle, changed = b, true
+		}
+	}
+	return changed
 }
 
 // bundle is the caBundle for the current CA given the one in place: the current CA first, then,
