@@ -425,6 +425,8 @@ func denyStatusWrites(ns string) {
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name,
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
 	}
+	// The probe must be Ready before the policy can refuse the status write that makes it so.
+	probe := newLock(ns, "probe", nil)
 	ExpectWithOffset(1, k8sClient.Create(ctx, policy)).To(Succeed())
 	ExpectWithOffset(1, k8sClient.Create(ctx, binding)).To(Succeed())
 	DeferCleanup(func() {
@@ -432,7 +434,6 @@ func denyStatusWrites(ns string) {
 		Expect(k8sClient.Delete(ctx, policy)).To(Succeed())
 	})
 	// The policy takes effect asynchronously: probe with a lock of its own until it refuses.
-	probe := newLock(ns, "probe", nil)
 	EventuallyWithOffset(1, func() error {
 		return k8sClient.Status().Patch(ctx, getLock(probe), client.RawPatch(types.MergePatchType,
 			[]byte(fmt.Sprintf(`{"status":{"waitingCount":%d}}`, time.Now().UnixNano()%1000+1))))
