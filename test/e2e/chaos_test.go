@@ -55,28 +55,30 @@ import (
 
 const chaosImage = "localhost/fencedlock/chaos-worker:e2e"
 
-// campaign is one fault-injection run: holders (Go-client processes and pods) acquire, write a
-// fenced ConfigMap and a fenced custom resource, read back and release, while faults are injected;
-// every operation is recorded and the history is checked for linearizability.
+// campaign is one fault-injection run on two locks: holders (Go-client processes queued for one
+// lock, pods asking for one lock or for both) acquire, write each lock's fenced ConfigMap and
+// fenced custom resource, read back and release, while faults are injected; every operation is
+// recorded and the history is checked for linearizability, one partition per lock.
 type campaign struct {
 	ns, dir   string
 	workerBin string
 	lease     time.Duration
+	locks     []string // each fences <lock>-cm and <lock>-sb
 
 	mu       sync.Mutex
 	history  []lincheck.Op // the campaign's own operations (setup, stamps)
 	faults   map[string]int
-	leaseDel time.Time // last Lease deletion, the call time of the stamp that follows
+	leaseDel map[string]time.Time // each Lease's last deletion, the call time of the stamp that follows
 	procs    []*exec.Cmd
-	leaseBad []string // violations seen on the Lease itself
+	leaseBad []string // violations seen on the Leases themselves
 	// createErrs are the errors creating the queued pods (the pod gate webhook's admissions).
 	createErrs []string
 }
 
-func (c *campaign) record(op lincheck.Op) {
+func (c *campaign) record(lk string, op lincheck.Op) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	op.Lock = c.ns + "/chaos"
+	op.Lock = c.ns + "/" + lk
 	c.history = append(c.history, op)
 }
 
@@ -130,7 +132,8 @@ var chaosWorker = sync.OnceValue(func() string {
 // newCampaign prepares a campaign in a new namespace: the holder process and image, the custom
 // resource kind and the pods' permissions.
 func newCampaign() *campaign {
-	c := &campaign{ns: newNamespace(), lease: 2 * time.Second, faults: map[string]int{}}
+	c := &campaign{ns: newNamespace(), lease: 2 * time.Second, locks: []string{"chaos", "chaos2"},
+		faults: map[string]int{}, leaseDel: map[string]time.Time{}}
 	c.dir = filepath.Join(clusterDir, "chaos", c.ns)
 	Expect(os.MkdirAll(c.dir, 0o777)).To(Succeed())
 	Expect(os.Chmod(c.dir, 0o777)).To(Succeed())
@@ -149,18 +152,21 @@ func newCampaign() *campaign {
 }
 
 // run runs the campaign's holders while disrupt runs: Go-client processes (CHAOS_CLIENTS, in
-// rounds of first, then 15 s, until disrupt has returned) and pods queued for the lock. Then it
-// waits for the holders and the queue, checks the history for linearizability (failing the spec
-// on a violation) and returns it.
+// rounds of first, then 15 s, until disrupt has returned; each queued for one of the locks) and
+// pods queued for one lock or for both. Then it waits for the holders and the queues, checks the
+// history for linearizability (failing the spec on a violation) and returns it.
 func (c *campaign) run(first time.Duration, disrupt func()) []lincheck.Op {
-	fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: "chaos"},
-		Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: int32(c.lease / time.Second),
-			// Strict: the lock's current token is read from etcd, so rule (c) is exact and the
-			// model's "no superseded token is ever accepted" holds without a cache window.
-			Fence: locksv1alpha1.FenceSpec{Mode: locksv1alpha1.FenceModeStrict}}}
-	Expect(k8sClient.Create(ctx, fl)).To(Succeed())
-	c.setup()
-	stopWatch := c.watchLease()
+	var stops []func()
+	for _, lk := range c.locks {
+		fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: lk},
+			Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: int32(c.lease / time.Second),
+				// Strict: the lock's current token is read from etcd, so rule (c) is exact and the
+				// model's "no superseded token is ever accepted" holds without a cache window.
+				Fence: locksv1alpha1.FenceSpec{Mode: locksv1alpha1.FenceModeStrict}}}
+		Expect(k8sClient.Create(ctx, fl)).To(Succeed())
+		c.setup(lk)
+		stops = append(stops, c.watchLease(lk))
+	}
 
 	pctx, stopPods := context.WithCancel(ctx)
 	defer stopPods()
@@ -191,7 +197,10 @@ func (c *campaign) run(first time.Duration, disrupt func()) []lincheck.Op {
 		_ = p.Wait()
 	}
 	c.drainPods()
-	stopWatch()
+	for _, stop := range stops {
+		stop()
+	}
+	c.checkPods()
 
 	By("checking the history for linearizability")
 	h := c.collect()
@@ -202,7 +211,7 @@ func (c *campaign) run(first time.Duration, disrupt func()) []lincheck.Op {
 		_ = lincheck.SaveVisualization(res, filepath.Join(c.dir, "history.html"))
 		Fail(fmt.Sprintf("history is not linearizable (saved to %s/history.{jsonl,html}): %v", c.dir, err))
 	}
-	Expect(c.leaseBad).To(BeEmpty(), "violations on the Lease itself")
+	Expect(c.leaseBad).To(BeEmpty(), "violations on the Leases themselves")
 	return h
 }
 
@@ -228,31 +237,31 @@ func componentPID(name string) int {
 	return pid
 }
 
-// setup creates the two fenced objects under a first grant.
-func (c *campaign) setup() {
+// setup creates the two objects lock lk fences, <lk>-cm and <lk>-sb, under a first grant.
+func (c *campaign) setup(lk string) {
 	var g *lock.Grant
 	Eventually(func() error {
 		var err error
 		call := time.Now().UnixNano()
-		g, err = lock.New(clientset.CoordinationV1(), c.ns, "chaos", lock.WithIdentity("setup")).TryAcquire(ctx)
+		g, err = lock.New(clientset.CoordinationV1(), c.ns, lk, lock.WithIdentity("setup")).TryAcquire(ctx)
 		if err == nil {
-			c.record(lincheck.Op{Client: 0, Kind: lincheck.Acquire, Token: uint64(g.Token), Outcome: lincheck.OK,
+			c.record(lk, lincheck.Op{Client: 0, Kind: lincheck.Acquire, Token: uint64(g.Token), Outcome: lincheck.OK,
 				Call: call, Return: time.Now().UnixNano()})
 		}
 		return err
 	}, time.Minute, 100*time.Millisecond).Should(Succeed())
-	meta := metav1.ObjectMeta{Namespace: c.ns, Labels: map[string]string{locksv1alpha1.FencedByLabel: "chaos"},
+	meta := metav1.ObjectMeta{Namespace: c.ns, Labels: map[string]string{locksv1alpha1.FencedByLabel: lk},
 		Annotations: map[string]string{locksv1alpha1.TokenAnnotation: g.Token.String()}}
 	cm := &corev1.ConfigMap{ObjectMeta: *meta.DeepCopy(), Data: map[string]string{"v": "setup"}}
-	cm.Name = "chaos-cm"
+	cm.Name = lk + "-cm"
 	call := time.Now().UnixNano()
 	Expect(k8sClient.Create(ctx, cm)).To(Succeed())
-	c.record(lincheck.Op{Kind: lincheck.Write, Object: "configmaps/" + c.ns + "/chaos-cm", Token: uint64(g.Token), Value: "setup",
+	c.record(lk, lincheck.Op{Kind: lincheck.Write, Object: "configmaps/" + c.ns + "/" + cm.Name, Token: uint64(g.Token), Value: "setup",
 		Outcome: lincheck.OK, Call: call, Return: time.Now().UnixNano()})
 	sb := &unstructured.Unstructured{}
 	sb.SetAPIVersion("example.fencedlock.io/v1")
 	sb.SetKind("SettlementBatch")
-	sb.SetName("chaos-sb")
+	sb.SetName(lk + "-sb")
 	sb.SetNamespace(c.ns)
 	sb.SetLabels(meta.Labels)
 	sb.SetAnnotations(meta.Annotations)
@@ -262,14 +271,14 @@ func (c *campaign) setup() {
 		call = time.Now().UnixNano()
 		return k8sClient.Create(ctx, sb.DeepCopy())
 	}, time.Minute, 200*time.Millisecond).Should(Succeed())
-	c.record(lincheck.Op{Kind: lincheck.Write, Object: "settlementbatches/" + c.ns + "/chaos-sb", Token: uint64(g.Token), Value: "setup",
+	c.record(lk, lincheck.Op{Kind: lincheck.Write, Object: "settlementbatches/" + c.ns + "/" + sb.GetName(), Token: uint64(g.Token), Value: "setup",
 		Outcome: lincheck.OK, Call: call, Return: time.Now().UnixNano()})
 	Expect(g.Release(ctx)).To(Succeed())
 }
 
-// watchLease follows the lock's Lease through API server and etcd restarts: a holder never
+// watchLease follows lock lk's Lease through API server and etcd restarts: a holder never
 // appears without a token, the token never goes down, and a recreated Lease's stamp is recorded.
-func (c *campaign) watchLease() (stop func()) {
+func (c *campaign) watchLease(lk string) (stop func()) {
 	wctx, cancel := context.WithCancel(ctx)
 	leases := clientset.CoordinationV1().Leases(c.ns)
 	done := make(chan struct{})
@@ -278,14 +287,14 @@ func (c *campaign) watchLease() (stop func()) {
 		var uid string
 		var last uint64
 		for wctx.Err() == nil {
-			l, err := leases.Get(wctx, "chaos", metav1.GetOptions{})
+			l, err := leases.Get(wctx, lk, metav1.GetOptions{})
 			if err != nil {
 				time.Sleep(200 * time.Millisecond)
 				continue
 			}
 			rw, err := watchtools.NewRetryWatcherWithContext(wctx, l.ResourceVersion, &cache.ListWatch{
 				WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-					o.FieldSelector = "metadata.name=chaos"
+					o.FieldSelector = "metadata.name=" + lk
 					return leases.Watch(ctx, o)
 				}})
 			if err != nil {
@@ -294,7 +303,7 @@ func (c *campaign) watchLease() (stop func()) {
 			bad := func(msg string) {
 				c.mu.Lock()
 				defer c.mu.Unlock()
-				c.leaseBad = append(c.leaseBad, msg)
+				c.leaseBad = append(c.leaseBad, lk+": "+msg)
 			}
 			check := func(l *coordinationv1.Lease) {
 				st, err := lease.Read(l)
@@ -312,9 +321,9 @@ func (c *campaign) watchLease() (stop func()) {
 					// Lease's token is the grant's, not the stamp's: the grant's own acquire op
 					// records it, and recording it as a stamp too would be a false history.
 					c.mu.Lock()
-					call := c.leaseDel
+					call := c.leaseDel[lk]
 					c.mu.Unlock()
-					c.record(lincheck.Op{Kind: lincheck.Stamp, Token: uint64(st.Token), Outcome: lincheck.OK,
+					c.record(lk, lincheck.Op{Kind: lincheck.Stamp, Token: uint64(st.Token), Outcome: lincheck.OK,
 						Call: call.UnixNano(), Return: time.Now().UnixNano(), Note: "Lease recreated"})
 				}
 				if st.Initialized() {
@@ -333,8 +342,10 @@ func (c *campaign) watchLease() (stop func()) {
 	return func() { cancel(); <-done }
 }
 
+// startClient starts Go-client process id, queued for one of the locks in turn.
 func (c *campaign) startClient(id int, duration time.Duration) *exec.Cmd {
 	cmd := exec.Command(c.workerBin, "--kubeconfig", filepath.Join(clusterDir, "admin.kubeconfig"), "--namespace", c.ns,
+		"--lock", c.locks[(id-1)%len(c.locks)],
 		"--id", strconv.Itoa(id), "--history", filepath.Join(c.dir, fmt.Sprintf("client-%d.jsonl", id)),
 		"--duration", duration.String())
 	cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
@@ -345,10 +356,12 @@ func (c *campaign) startClient(id int, duration time.Duration) *exec.Cmd {
 	return cmd
 }
 
-// createPods keeps pods queued for the lock, at most CHAOS_MAX_QUEUED (3) at a time; each writes
-// once with its token. A bounded queue bounds the pod acquisitions pending at once, which the
+// createPods keeps pods queued, at most CHAOS_MAX_QUEUED (3) at a time; each writes once with
+// each token it was granted. They take turns: one lock by label (the first, then the second), then
+// both by annotation (in one order, then the other), so multi-lock pods queue beside single-lock
+// pods and Go clients. A bounded queue bounds the pod acquisitions pending at once, which the
 // linearizability check must order: every kill of the leader leaves the queue unserved until its
-// leader-election Lease expires (15 s), and an unbounded queue made the check time out.
+// leader-election Lease expires, and an unbounded queue made the check time out.
 func (c *campaign) createPods(cctx context.Context) {
 	maxQueued := envInt("CHAOS_MAX_QUEUED", 3)
 	for i := 0; cctx.Err() == nil; i++ {
@@ -361,24 +374,7 @@ func (c *campaign) createPods(cctx context.Context) {
 			continue
 		}
 		name := fmt.Sprintf("holder-%03d", i)
-		created := time.Now().UnixNano()
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: name, Labels: map[string]string{locksv1alpha1.LockLabel: "chaos"}},
-			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, HostNetwork: true,
-				Containers: []corev1.Container{{Name: "w", Image: chaosImage, ImagePullPolicy: corev1.PullNever,
-					Args: []string{"--pod", "--namespace", c.ns, "--id", strconv.Itoa(10000 + i),
-						"--history", "/history/" + name + ".jsonl"},
-					Env: []corev1.EnvVar{
-						{Name: "FENCING_TOKEN", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
-							FieldPath: "metadata.annotations['fencedlock.io/token']"}}},
-						{Name: "CREATED_AT", Value: strconv.FormatInt(created, 10)},
-						{Name: "POD_NAME", Value: name},
-						{Name: "KUBERNETES_SERVICE_HOST", Value: "127.0.0.1"},
-						{Name: "KUBERNETES_SERVICE_PORT", Value: apiPort}},
-					VolumeMounts: []corev1.VolumeMount{{Name: "history", MountPath: "/history"}}}},
-				Volumes: []corev1.Volume{{Name: "history", VolumeSource: corev1.VolumeSource{
-					HostPath: &corev1.HostPathVolumeSource{Path: c.dir}}}}},
-		}
+		pod := c.holderPod(name, i, time.Now())
 		if err := k8sClient.Create(cctx, pod); err != nil && cctx.Err() == nil {
 			fmt.Fprintf(GinkgoWriter, "creating pod %s: %v\n", name, err) // e.g. the API server is restarting
 			c.mu.Lock()
@@ -389,6 +385,51 @@ func (c *campaign) createPods(cctx context.Context) {
 		case <-cctx.Done():
 		case <-time.After(time.Duration(2000+rand.IntN(2000)) * time.Millisecond):
 		}
+	}
+}
+
+// holderPod is the i-th queued pod, created at created. Its turn says what it asks for: lock 0
+// by label, both locks by annotation, lock 1 by label, both locks in the other order. It reads
+// each token through the downward API, as users' pods do: fencedlock.io/token for one lock,
+// token.fencedlock.io/<lock> for each of several.
+func (c *campaign) holderPod(name string, i int, created time.Time) *corev1.Pod {
+	var meta metav1.ObjectMeta
+	var locks []string
+	var env []corev1.EnvVar
+	fromAnnotation := func(name, key string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+			FieldPath: fmt.Sprintf("metadata.annotations['%s']", key)}}}
+	}
+	switch a, b := c.locks[0], c.locks[1]; i % 4 {
+	case 0, 2:
+		locks = []string{c.locks[i%4/2]}
+		meta.Labels = map[string]string{locksv1alpha1.LockLabel: locks[0]}
+		env = append(env, fromAnnotation("FENCING_TOKEN", locksv1alpha1.TokenAnnotation))
+	case 1, 3:
+		locks = []string{a, b}
+		if i%4 == 3 {
+			locks = []string{b, a}
+		}
+		meta.Annotations = map[string]string{locksv1alpha1.LocksAnnotation: strings.Join(locks, ",")}
+		for _, l := range locks {
+			env = append(env, fromAnnotation("TOKEN_"+l, locksv1alpha1.LockTokenAnnotation(l)))
+		}
+	}
+	meta.Namespace, meta.Name = c.ns, name
+	env = append(env,
+		corev1.EnvVar{Name: "CREATED_AT", Value: strconv.FormatInt(created.UnixNano(), 10)},
+		corev1.EnvVar{Name: "POD_NAME", Value: name},
+		corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: "127.0.0.1"},
+		corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: apiPort})
+	return &corev1.Pod{ObjectMeta: meta,
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, HostNetwork: true,
+			Containers: []corev1.Container{{Name: "w", Image: chaosImage, ImagePullPolicy: corev1.PullNever,
+				Args: []string{"--pod", "--namespace", c.ns, "--id", strconv.Itoa(10000 + i), "--locks", strings.Join(locks, ","),
+					"--history", "/history/" + name + ".jsonl"},
+				Env: env, TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+				VolumeMounts: []corev1.VolumeMount{{Name: "history", MountPath: "/history"}}}},
+			Volumes: []corev1.Volume{{Name: "history", VolumeSource: corev1.VolumeSource{
+				HostPath: &corev1.HostPathVolumeSource{Path: c.dir}}}}},
 	}
 }
 
@@ -431,10 +472,11 @@ func (c *campaign) injectFaults(cctx context.Context) {
 			time.Sleep(3 * time.Second)
 			startManager()
 		case "lease-delete":
+			lk := c.locks[rand.IntN(len(c.locks))]
 			c.mu.Lock()
-			c.leaseDel = time.Now()
+			c.leaseDel[lk] = time.Now()
 			c.mu.Unlock()
-			_ = clientset.CoordinationV1().Leases(c.ns).Delete(ctx, "chaos", metav1.DeleteOptions{})
+			_ = clientset.CoordinationV1().Leases(c.ns).Delete(ctx, lk, metav1.DeleteOptions{})
 		}
 	}
 }
@@ -459,14 +501,44 @@ func (c *campaign) drainPods() {
 	Eventually(func(g Gomega) {
 		var pods corev1.PodList
 		g.Expect(k8sClient.List(ctx, &pods, client.InNamespace(c.ns))).To(Succeed())
-		l, err := clientset.CoordinationV1().Leases(c.ns).Get(ctx, "chaos", metav1.GetOptions{})
-		g.Expect(err).NotTo(HaveOccurred())
-		st, _ := lease.Read(l)
+		var held []string
+		for _, lk := range c.locks {
+			l, err := clientset.CoordinationV1().Leases(c.ns).Get(ctx, lk, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			st, _ := lease.Read(l)
+			held = append(held, fmt.Sprintf("%s held by %q with token %s", lk, st.Holder, st.Token))
+		}
 		for _, p := range pods.Items {
 			g.Expect(p.Status.Phase).To(BeElementOf(corev1.PodSucceeded, corev1.PodFailed),
-				"pod %s (gates %v; the lock is held by %q with token %s)", p.Name, p.Spec.SchedulingGates, st.Holder, st.Token)
+				"pod %s (locks %v, gates %v; %s)", p.Name, locksv1alpha1.PodLocks(&p), p.Spec.SchedulingGates, strings.Join(held, ", "))
 		}
 	}, 3*time.Minute, time.Second).Should(Succeed())
+}
+
+// checkPods fails the spec if a pod started without a token for every lock it asked for (the
+// worker exits with status 3), and if no pod that asked for both locks got to run: the campaign
+// must have exercised them.
+func (c *campaign) checkPods() {
+	var pods corev1.PodList
+	Expect(k8sClient.List(ctx, &pods, client.InNamespace(c.ns))).To(Succeed())
+	ran := map[int]int{} // pods that ran, by how many locks they asked for
+	var missing []string
+	for _, p := range pods.Items {
+		locks := locksv1alpha1.PodLocks(&p)
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil {
+				ran[len(locks)]++
+				if t.ExitCode == 3 {
+					missing = append(missing, fmt.Sprintf("%s (locks %v): %s", p.Name, locks, t.Message))
+				}
+			}
+		}
+	}
+	msg := fmt.Sprintf("pods that ran: %d with one lock, %d with both", ran[1], ran[2])
+	AddReportEntry("fault-injection pods", msg)
+	fmt.Fprintln(GinkgoWriter, msg)
+	Expect(missing).To(BeEmpty(), "pods ungated without a token for each of their locks")
+	Expect(ran[2]).To(BeNumerically(">", 0), "no pod asking for both locks ran: "+msg)
 }
 
 // collect merges the campaign's operations and every holder's history file.

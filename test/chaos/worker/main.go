@@ -15,12 +15,14 @@ limitations under the License.
 */
 
 // Command worker is the fault-injection campaign's holder process (test/e2e/chaos_test.go). It
-// acquires a lock (or, in a pod, takes the token it was granted), makes fenced writes to a
-// ConfigMap and a custom resource, reads them back, releases, and records every operation with
-// its invocation and response times as lincheck.Op JSON lines, for the linearizability checker.
+// acquires a lock (or, in a pod, takes the tokens it was granted, one per lock it asked for),
+// makes fenced writes to each lock's ConfigMap and custom resource, reads them back, releases,
+// and records every operation with its invocation and response times as lincheck.Op JSON lines,
+// for the linearizability checker.
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -68,13 +70,15 @@ func main() {
 		history    = flag.String("history", "", "File to append operations to (JSON lines)")
 		iterations = flag.Int("iterations", 1000000, "Acquire-write-release rounds (client mode)")
 		duration   = flag.Duration("duration", time.Minute, "Stop starting rounds after this long (client mode)")
-		podMode    = flag.Bool("pod", false, "Pod mode: the token is in $FENCING_TOKEN; one round")
+		podMode    = flag.Bool("pod", false, "Pod mode: one round with the tokens the pod was granted, "+
+			"$TOKEN_<lock> for each lock of --locks ($FENCING_TOKEN if unset)")
+		podLocks = flag.String("locks", "", "Pod mode: the locks the pod holds, comma-separated (default --lock)")
 	)
 	flag.IntVar(&w.id, "id", 1, "Client id in the history")
 	flag.StringVar(&w.ns, "namespace", "default", "Namespace")
 	flag.StringVar(&w.lk, "lock", "chaos", "FencedLock")
-	flag.StringVar(&w.cm, "configmap", "chaos-cm", "Fenced ConfigMap")
-	flag.StringVar(&w.sb, "batch", "chaos-sb", "Fenced SettlementBatch")
+	flag.StringVar(&w.cm, "configmap", "", "Fenced ConfigMap (default <lock>-cm)")
+	flag.StringVar(&w.sb, "batch", "", "Fenced SettlementBatch (default <lock>-sb)")
 	flag.DurationVar(&w.opTimeout, "op-timeout", 5*time.Second, "Timeout of one API call")
 	flag.DurationVar(&w.writeDelay, "write-delay", 300*time.Millisecond, "Pause between acquiring and writing (room for faults)")
 	flag.Parse()
@@ -95,14 +99,24 @@ func main() {
 	defer func() { _ = w.out.Close() }()
 
 	if *podMode {
-		w.podRound()
+		locks := []string{w.lk}
+		if *podLocks != "" {
+			locks = strings.Split(*podLocks, ",")
+		}
+		w.podRound(locks)
 		return
 	}
+	w.use(w.lk, w.cm, w.sb)
 	deadline := time.Now().Add(*duration)
 	l := lock.New(w.cs.CoordinationV1(), w.ns, w.lk, lock.WithIdentity(fmt.Sprintf("worker-%d-%d", w.id, os.Getpid())))
 	for i := 0; i < *iterations && time.Now().Before(deadline); i++ {
 		w.clientRound(l, deadline)
 	}
+}
+
+// use points the worker at lock lk and the objects it fences (<lk>-cm and <lk>-sb by default).
+func (w *worker) use(lk, cm, sb string) {
+	w.lk, w.cm, w.sb = lk, cmp.Or(cm, lk+"-cm"), cmp.Or(sb, lk+"-sb")
 }
 
 func fail(err error) {
@@ -162,18 +176,38 @@ func (w *worker) clientRound(l *lock.Locker, deadline time.Time) {
 	w.record(lincheck.Op{Kind: lincheck.Release, Token: uint64(g.Token), Outcome: out, Call: call, Return: now()})
 }
 
-// podRound: the pod was granted the lock by the controller between its creation (stamped by the
-// campaign in $CREATED_AT) and its start.
-func (w *worker) podRound() {
-	tok, err := token.Parse(os.Getenv("FENCING_TOKEN"))
-	if err != nil {
-		fail(err)
+// exitMissingToken is a pod's exit status when it was ungated without a token for every lock it
+// asked for: the campaign fails on it (all or nothing).
+const exitMissingToken = 3
+
+// podRound: the pod was granted each of its locks by the controller between its creation
+// (stamped by the campaign in $CREATED_AT) and its start, and ungated only once it held all.
+func (w *worker) podRound(locks []string) {
+	toks := make([]token.Token, len(locks))
+	for i, l := range locks {
+		v, ok := os.LookupEnv("TOKEN_" + l)
+		if !ok {
+			v = os.Getenv("FENCING_TOKEN")
+		}
+		tok, err := token.Parse(v)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "pod %s started without a token for lock %s: %v\n", os.Getenv("POD_NAME"), l, err)
+			os.Exit(exitMissingToken)
+		}
+		toks[i] = tok
 	}
 	created, _ := strconv.ParseInt(os.Getenv("CREATED_AT"), 10, 64)
-	w.record(lincheck.Op{Kind: lincheck.Acquire, Token: uint64(tok), Outcome: lincheck.OK, Call: created, Return: now(),
-		Note: "granted to pod " + os.Getenv("POD_NAME")})
+	started := now()
+	for i, l := range locks {
+		w.use(l, "", "")
+		w.record(lincheck.Op{Kind: lincheck.Acquire, Token: uint64(toks[i]), Outcome: lincheck.OK, Call: created, Return: started,
+			Note: fmt.Sprintf("granted to pod %s (locks %s)", os.Getenv("POD_NAME"), strings.Join(locks, ","))})
+	}
 	time.Sleep(w.writeDelay)
-	w.writeAndRead(tok)
+	for i, l := range locks {
+		w.use(l, "", "")
+		w.writeAndRead(toks[i])
+	}
 }
 
 // writeAndRead makes one fenced write to each object (blind merge patches: only the fence
