@@ -46,6 +46,10 @@ var (
 		Help:    "How long grants were held, from observed grant to observed release or revocation.",
 		Buckets: durationBuckets,
 	})
+	locksHeld = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fencedlock_locks_held",
+		Help: "Locks held, as the leading manager last observed their Leases (0 on the other replicas).",
+	})
 	waitingPods = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fencedlock_waiting_pods",
 		Help: "Pods queued for a lock (gated, not yet granted), over all locks.",
@@ -61,7 +65,7 @@ var (
 var durationBuckets = prometheus.ExponentialBuckets(0.01, 4, 10)
 
 func init() {
-	metrics.Registry.MustRegister(grantsTotal, releasesTotal, expirationsTotal, holdSeconds, waitSeconds, waitingPods)
+	metrics.Registry.MustRegister(grantsTotal, releasesTotal, expirationsTotal, holdSeconds, waitSeconds, waitingPods, locksHeld)
 }
 
 // countGrants counts grants made, possibly several seen at once on a busy lock.
@@ -81,6 +85,9 @@ func observeHold(held time.Duration) { holdSeconds.Observe(held.Seconds()) }
 
 // observeWait records how long a pod waited in the queue for its grant.
 func observeWait(waited time.Duration) { waitSeconds.Observe(waited.Seconds()) }
+
+// setLocksHeld sets the number of locks held over all locks.
+func setLocksHeld(n int) { locksHeld.Set(float64(n)) }
 
 // setWaitingPods sets the number of pods queued over all locks.
 func setWaitingPods(n int) { waitingPods.Set(float64(n)) }

@@ -61,6 +61,8 @@ type observer struct {
 	seen map[types.NamespacedName]observation
 	// beats are the queued clients' beats of each lock, by ticket (see planQueue).
 	beats map[types.NamespacedName]map[lease.Ticket]beatSeen
+	// held counts the locks whose last observation has a holder (the locks-held gauge).
+	held int
 }
 
 func newObserver() *observer {
@@ -75,6 +77,8 @@ func (o *observer) observe(key types.NamespacedName, st lease.State, podReady *b
 	prev = o.seen[key]
 	cur = nextObservation(prev, st, podReady, now)
 	o.seen[key] = cur
+	o.countHeld(prev, -1)
+	o.countHeld(cur, +1)
 	return cur, prev
 }
 
@@ -167,8 +171,18 @@ func (o *observer) statusWritten(key types.NamespacedName, now time.Time, minInt
 func (o *observer) forget(key types.NamespacedName) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.countHeld(o.seen[key], -1)
 	delete(o.seen, key)
 	delete(o.beats, key)
+}
+
+// countHeld adds d to the locks held if obs has a holder, and publishes the count. Called with
+// o.mu held.
+func (o *observer) countHeld(obs observation, d int) {
+	if obs.holder != "" {
+		o.held += d
+		setLocksHeld(o.held)
+	}
 }
 
 // nextObservation is the pure part of observe. podReady is the holder pod's readiness, nil when

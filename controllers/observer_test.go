@@ -20,7 +20,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/types"
+
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
 )
 
 func TestNextObservation(t *testing.T) {
@@ -86,4 +90,28 @@ func TestRetryBackoff(t *testing.T) {
 	if retryBackoff(1000) != time.Minute {
 		t.Error("no overflow past the limit")
 	}
+}
+
+func TestObserverCountsLocksHeld(t *testing.T) {
+	o := newObserver()
+	a, b := types.NamespacedName{Namespace: "ns", Name: "a"}, types.NamespacedName{Namespace: "ns", Name: "b"}
+	check := func(want int, when string) {
+		t.Helper()
+		if o.held != want || testutil.ToFloat64(locksHeld) != float64(want) {
+			t.Fatalf("%s: %d locks counted held, gauge %v; want %d", when, o.held, testutil.ToFloat64(locksHeld), want)
+		}
+	}
+	o.observe(a, lease.State{Token: 9}, nil, t0)
+	check(0, "a free lock")
+	o.observe(a, held("x", 10), nil, t0)
+	o.observe(b, held("y", 11), nil, t0)
+	check(2, "two grants")
+	o.observe(a, renewedAt(held("x", 10), t0.Add(time.Second)), nil, t0.Add(time.Second))
+	o.observe(a, held("z", 12), nil, t0.Add(2*time.Second))
+	check(2, "a renewal and a handover")
+	o.observe(a, lease.State{Token: 12}, nil, t0.Add(3*time.Second))
+	check(1, "a release")
+	o.forget(b)
+	o.forget(a)
+	check(0, "both locks deleted")
 }
