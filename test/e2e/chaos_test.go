@@ -156,7 +156,7 @@ func newCampaign() *campaign {
 // pods queued for one lock or for both. Then it waits for the holders and the queues, checks the
 // history for linearizability (failing the spec on a violation) and returns it.
 func (c *campaign) run(first time.Duration, disrupt func()) []lincheck.Op {
-	var stops []func()
+	stops := make([]func(), 0, len(c.locks))
 	for _, lk := range c.locks {
 		fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: lk},
 			Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: int32(c.lease / time.Second),
@@ -501,7 +501,7 @@ func (c *campaign) drainPods() {
 	Eventually(func(g Gomega) {
 		var pods corev1.PodList
 		g.Expect(k8sClient.List(ctx, &pods, client.InNamespace(c.ns))).To(Succeed())
-		var held []string
+		held := make([]string, 0, len(c.locks))
 		for _, lk := range c.locks {
 			l, err := clientset.CoordinationV1().Leases(c.ns).Get(ctx, lk, metav1.GetOptions{})
 			g.Expect(err).NotTo(HaveOccurred())
