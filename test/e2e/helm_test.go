@@ -102,21 +102,19 @@ var _ = Describe("The Helm chart", Ordered, func() {
 
 		c := newCampaign()
 		var steps []string
-		h := c.run(20*time.Second, func() {
-			time.Sleep(3 * time.Second)
+		upgrade := func(image string, replicas int) {
+			time.Sleep(3 * time.Second) // holders at work before and after every step
 			s := time.Now()
-			By("helm upgrade: image tag " + upgraded + ", 3 replicas")
+			By(fmt.Sprintf("helm upgrade: image tag %s, %d replicas", image, replicas))
 			run(helm, "upgrade", helmRelease, "dist/chart", "-n", managerNamespace, "--reuse-values",
-				"--set", "manager.image.tag="+upgraded, "--set", "manager.replicas=3")
+				"--set", "manager.image.tag="+image, "--set", fmt.Sprintf("manager.replicas=%d", replicas))
 			waitManagerRollout()
-			steps = append(steps, fmt.Sprintf("helm upgrade (image %s, 3 replicas): rolled out in %s", upgraded, time.Since(s).Round(100*time.Millisecond)))
-			time.Sleep(3 * time.Second)
-			s = time.Now()
-			By("helm upgrade: back to " + tag + ", 2 replicas")
-			run(helm, "upgrade", helmRelease, "dist/chart", "-n", managerNamespace, "--reuse-values",
-				"--set", "manager.image.tag="+tag, "--set", "manager.replicas=2")
-			waitManagerRollout()
-			steps = append(steps, fmt.Sprintf("helm upgrade (image %s, 2 replicas): rolled out in %s", tag, time.Since(s).Round(100*time.Millisecond)))
+			steps = append(steps, fmt.Sprintf("helm upgrade (image %s, %d replicas): rolled out in %s", image, replicas,
+				time.Since(s).Round(100*time.Millisecond)))
+		}
+		h := c.run(20*time.Second, func() {
+			upgrade(upgraded, 3)
+			upgrade(tag, 2) // and back
 			time.Sleep(3 * time.Second)
 		})
 		steps = append([]string{fmt.Sprintf("helm install: both replicas serving after %s", installed.Round(100*time.Millisecond))}, steps...)

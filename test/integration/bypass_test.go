@@ -273,8 +273,7 @@ var _ = Describe("No way around the fence", func() {
 		queued := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "queued",
 			Labels: map[string]string{locksv1alpha1.LockLabel: "settlement"}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
-		Expect(mallory.Create(ctx, queued)).To(Succeed(), "worker-b holds the lock: the pod waits behind its gate")
-		Expect(queued.Spec.SchedulingGates).To(ContainElement(HaveField("Name", locksv1alpha1.SchedulingGate)))
+		createGated(mallory, queued) // worker-b holds the lock
 
 		policyDenied(mallory.Patch(ctx, queued.DeepCopy(), mergePatch(`{"metadata":{"annotations":{%q:%q}}}`,
 			locksv1alpha1.TokenAnnotation, b)), "fencedlock-pod-grant", "a token cannot be copied onto a pod")
@@ -295,11 +294,8 @@ var _ = Describe("No way around the fence", func() {
 
 	It("keeps a multi-lock pod's list of locks and its per-lock tokens the manager's", func() {
 		mallory, _ := ordinaryUser(ns, "eve")
-		multi := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "multi",
-			Annotations: map[string]string{locksv1alpha1.LocksAnnotation: "settlement,other"}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
-		Expect(mallory.Create(ctx, multi)).To(Succeed(), "the pod waits behind its gate")
-		Expect(multi.Spec.SchedulingGates).To(ContainElement(HaveField("Name", locksv1alpha1.SchedulingGate)))
+		multi := multiLockPod(ns, "multi", "settlement,other", "")
+		createGated(mallory, multi)
 		Expect(multi.Labels).To(HaveKeyWithValue(locksv1alpha1.LockLabel, "other"), "labelled with its first lock")
 
 		policyDenied(mallory.Patch(ctx, multi.DeepCopy(), mergePatch(`{"metadata":{"annotations":{%q:%q}}}`,
@@ -370,3 +366,9 @@ var _ = Describe("No way around the fence", func() {
 		Expect(k8sClient.Delete(ctx, fencedConfigMap(ns, "stale", "settlement", b, ""))).To(Succeed())
 	})
 })
+
+// createGated creates pod as user u and expects it to wait behind the lock gate.
+func createGated(u client.Client, pod *corev1.Pod) {
+	ExpectWithOffset(1, u.Create(ctx, pod)).To(Succeed(), "pod %s waits behind its gate", pod.Name)
+	ExpectWithOffset(1, pod.Spec.SchedulingGates).To(ContainElement(HaveField("Name", locksv1alpha1.SchedulingGate)))
+}
