@@ -184,11 +184,15 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 	if headPod != nil {
 		headProgress = view.progress(headPod, fl.Name)
 	}
+	_, settles, err := lease.Settle(l.DeepCopy(), qp.Queue, now)
+	if err != nil {
+		return time.Time{}, err
+	}
 	p := computePlan(planInput{st: st, obs: obs, holderPod: holderPod, waiting: qp.waiting, headPod: headPod,
-		holderProgress: holderProgress, headProgress: headProgress, maxHold: maxHold(&fl), now: now})
-	p.deadline = earliest(p.deadline, qp.deadline)
+		settles: settles, holderProgress: holderProgress, headProgress: headProgress, maxHold: maxHold(&fl), now: now})
+	p.deadline = earliest(p.deadline, qp.Deadline)
 	if p.writesLease() {
-		if err := r.applyPlan(ctx, &fl, l, st, p, obs, now); err != nil {
+		if err := r.applyPlan(ctx, &fl, l, st, p, qp.Queue, obs, now); err != nil {
 			return p.deadline, err
 		}
 		return time.Time{}, qerr // the Lease write's watch event brings the next reconcile

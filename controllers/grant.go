@@ -38,34 +38,21 @@ import (
 	"github.com/fencedlock/fencedlock/pkg/token"
 )
 
-// applyPlan makes the plan's Lease change in one compare-and-swap (ending the current grant and/or
-// granting the next waiter, so a handover is a single write), then ungates a newly granted pod.
+// applyPlan makes the plan's Lease change in one compare-and-swap (ending the current grant and
+// serving the queue, so a handover is a single write, or settling the lock), then ungates a newly
+// granted pod. q is the queue as judged (planQueue).
 func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.FencedLock, l *coordinationv1.Lease,
-	st lease.State, p plan, obs observation, now time.Time) error {
-	var granted token.Token
+	st lease.State, p plan, q lease.Queue, obs observation, now time.Time) error {
+	var h lease.Handover
 	_, err := lease.CAS(ctx, lease.ClientWriter{Client: r.Client}, l, func(next *coordinationv1.Lease) error {
+		var err error
 		switch p.end {
-		case release:
-			if err := lease.Release(next, st.Holder, st.Token); err != nil {
-				return err
-			}
-		case revoke:
-			if err := lease.Revoke(next, st.Holder, st.Token); err != nil {
-				return err
-			}
+		case release, revoke:
+			h, err = lease.Revoke(next, st.Holder, st.Token, p.end == revoke, &q, now)
+		default:
+			h, _, err = lease.Settle(next, q, now)
 		}
-		if p.clearReserved {
-			delete(next.Annotations, locksv1alpha1.ReservedAnnotation)
-		}
-		if p.markWaiting {
-			lease.MarkWaiting(next)
-		}
-		if p.grant != nil {
-			var err error
-			granted, err = lease.GrantWaiter(next, *p.grant, now)
-			return err
-		}
-		return nil
+		return err
 	})
 	if apierrors.IsConflict(err) {
 		return nil // the Lease changed meanwhile; its watch event brings a fresh look
@@ -85,31 +72,31 @@ func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.
 				"Released lock %s (token %s): %s", fl.Name, st.Token, p.why)
 		}
 	}
-	if p.grant == nil {
+	if h.To == nil {
 		return nil
 	}
-	pod := p.grantPod
-	if pod == nil {
-		observeWait(now.Sub(p.grant.Since.Time))
-		log.Info("Granted lock to the waiter at the head of its queue", "holder", p.grant.Holder,
-			"ticket", p.grant.Ticket.String(), "token", granted.String())
+	pod := p.headPod
+	if pod == nil || locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID)) != h.To.Holder {
+		observeWait(now.Sub(h.To.Since.Time))
+		log.Info("Granted lock to the waiter at the head of its queue", "holder", h.To.Holder,
+			"ticket", h.To.Ticket.String(), "token", h.Token.String())
 		return nil
 	}
 	if r.afterPodGrant != nil {
 		r.afterPodGrant()
 	}
 	observeWait(now.Sub(enqueuedAt(pod)))
-	log.Info("Granted lock to pod", "pod", pod.Name, "ticket", p.grant.Ticket.String(), "token", granted.String())
+	log.Info("Granted lock to pod", "pod", pod.Name, "ticket", h.To.Ticket.String(), "token", h.Token.String())
 	r.recorder.Eventf(pod, fl, corev1.EventTypeNormal, locksv1alpha1.ReasonGranted, actionGrant,
-		"Granted lock %s with token %s", fl.Name, granted)
-	if !p.grantUngates {
+		"Granted lock %s with token %s", fl.Name, h.Token)
+	if !p.headUngates {
 		// The pod waits for a later lock: the Lease write wakes that lock's reconcile (and the
 		// one that grants the last lock ungates the pod).
 		return nil
 	}
 	// If the pod was replaced meanwhile, the Lease write's watch event brings the reconcile that
 	// releases this grant.
-	_, err = r.ungate(ctx, fl, pod, granted, p.grantTokens)
+	_, err = r.ungate(ctx, fl, pod, h.Token, p.headTokens)
 	return err
 }
 

@@ -77,7 +77,7 @@ func (r *FencedLockReconciler) ensureLease(ctx context.Context, fl *locksv1alpha
 			// far as served: queued clients then see they were passed over and join again, and
 			// the controller queues its pods again, instead of the queue serving entries of
 			// waiters long gone, one lease duration each.
-			lease.SetServed(next, served)
+			next.Annotations[locksv1alpha1.TicketAnnotation] = served.String()
 		}
 		next.Spec.LeaseDurationSeconds = &fl.Spec.LeaseDurationSeconds
 		return controllerutil.SetControllerReference(fl, next, r.Scheme())

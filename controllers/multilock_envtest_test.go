@@ -164,14 +164,15 @@ var _ = Describe("Pods asking for several locks", func() {
 		var tb token.Token
 		_, err = lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, getLease(ns, "b"),
 			func(next *coordinationv1.Lease) error {
-				tb, err = lease.GrantWaiter(next, lease.Waiter{Ticket: kept, Holder: id}, time.Now())
+				h, _, err := lease.Settle(next, lease.Queue{Waiters: []lease.Waiter{{Ticket: kept, Holder: id}}}, time.Now())
+				tb = h.Token
 				return err
 			})
 		Expect(err).NotTo(HaveOccurred())
 		var other token.Token // a goes to another holder, so the pod cannot simply get it back
 		_, err = lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, getLease(ns, "a"),
 			func(next *coordinationv1.Lease) error {
-				if err := lease.Revoke(next, id, ta); err != nil {
+				if _, err := lease.Revoke(next, id, ta, true, &lease.Queue{}, time.Now()); err != nil {
 					return err
 				}
 				other, err = lease.Grant(next, "other", time.Now())
@@ -189,7 +190,12 @@ var _ = Describe("Pods asking for several locks", func() {
 
 		By("once a is free, the pod gets a, then b, and only then is ungated")
 		_, err = lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, getLease(ns, "a"),
-			func(next *coordinationv1.Lease) error { return lease.Release(next, "other", other) })
+			func(next *coordinationv1.Lease) error {
+				// Released as if the queue read were empty: the manager serves the queue of the
+				// free lock (lease.Settle), the pod at its head.
+				_, err := lease.Release(next, "other", other, &lease.Queue{}, time.Now())
+				return err
+			})
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() bool { return locksv1alpha1.HasLockGate(getPod(ns, "p")) }).Should(BeFalse())
 		toks := lockTokens(getPod(ns, "p"))

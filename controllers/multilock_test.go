@@ -86,19 +86,19 @@ func TestPlanQueueDropsAPodThatLostAnEarlierLock(t *testing.T) {
 	pod := mkMultiPod("ab", 0, "a,b")
 	id := locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID))
 	in := queueInput{q: lease.Queue{Next: 2, Waiters: []lease.Waiter{{Ticket: 1, Holder: id}}}, lock: "b",
-		pods: []corev1.Pod{pod}, now: t0, expiry: time.Minute}
+		pods: []corev1.Pod{pod}, now: t0, window: time.Minute}
 	in.holds = holding("ab", "a")
-	if p := planQueue(in); p.changed || len(p.waiting) != 1 {
-		t.Fatalf("a pod holding a stays queued for b: changed %v waiting %v", p.changed, p.waiting)
+	if p := planQueue(in); p.Changed || len(p.waiting) != 1 {
+		t.Fatalf("a pod holding a stays queued for b: changed %v waiting %v", p.Changed, p.waiting)
 	}
 	in.holds = holding()
-	if p := planQueue(in); !p.changed || len(p.waiting) != 0 || len(p.dropped) != 1 {
-		t.Fatalf("a pod that lost a leaves b's queue: changed %v waiting %v dropped %v", p.changed, p.waiting, p.dropped)
+	if p := planQueue(in); !p.Changed || len(p.waiting) != 0 || len(p.Gone) != 1 {
+		t.Fatalf("a pod that lost a leaves b's queue: changed %v waiting %v dropped %v", p.Changed, p.waiting, p.Gone)
 	}
 	in.q.Waiters = nil
 	in.holds = holding("ab", "a")
-	if p := planQueue(in); !p.changed || len(p.waiting) != 1 || p.waiting[0].Holder != id {
-		t.Fatalf("a pod that got a joins b's queue: changed %v waiting %v", p.changed, p.waiting)
+	if p := planQueue(in); !p.Changed || len(p.waiting) != 1 || p.waiting[0].Holder != id {
+		t.Fatalf("a pod that got a joins b's queue: changed %v waiting %v", p.Changed, p.waiting)
 	}
 }
 
@@ -159,13 +159,13 @@ func TestComputePlanSeveralLocks(t *testing.T) {
 	}
 	// Granting: ungate only the pod that holds its other locks.
 	p = computePlan(planInput{st: free, waiting: queue, headPod: &pod, headProgress: progress{lacks: "b"}, now: t0})
-	if p.grant == nil || p.grantUngates {
-		t.Fatalf("grant of a to a pod that waits for b: grant %v ungates %v", p.grant != nil, p.grantUngates)
+	if p.headPod == nil || p.headUngates {
+		t.Fatalf("grant of a to a pod that waits for b: grant %v ungates %v", p.headPod != nil, p.headUngates)
 	}
 	p = computePlan(planInput{st: free, waiting: queue, headPod: &pod,
 		headProgress: progress{tokens: map[string]token.Token{"a": 7}}, now: t0})
-	if p.grant == nil || !p.grantUngates || p.grantTokens["a"] != 7 {
-		t.Fatalf("grant of b to a pod holding a: grant %v ungates %v tokens %v", p.grant != nil, p.grantUngates, p.grantTokens)
+	if p.headPod == nil || !p.headUngates || p.headTokens["a"] != 7 {
+		t.Fatalf("grant of b to a pod holding a: grant %v ungates %v tokens %v", p.headPod != nil, p.headUngates, p.headTokens)
 	}
 }
 

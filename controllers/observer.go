@@ -40,6 +40,9 @@ type observation struct {
 	renewedAt time.Time
 	// acquiredAt is when this controller first saw the current holder with the current token.
 	acquiredAt time.Time
+	// served is the lock's last served queue ticket as last seen: a grant that serves a new one
+	// came from the queue (see lease.LastSignOfLife).
+	served lease.Ticket
 	// notReadySince is, for a pod holder, when this controller first saw it not Ready since it was
 	// granted or last Ready; zero while it is Ready or the holder is not a pod.
 	notReadySince time.Time
@@ -58,15 +61,15 @@ type observation struct {
 // observation, which can only postpone an expiry, never advance it.
 type observer struct {
 	mu   sync.Mutex
-	seen map[types.NamespacedName]observation
-	// beats are the queued clients' beats of each lock, by ticket (see planQueue).
-	beats map[types.NamespacedName]map[lease.Ticket]beatSeen
+	obs  map[types.NamespacedName]observation
+	// seen is what the last judgment of each lock's queue saw of its queued clients (lease.Judge).
+	seen map[types.NamespacedName]map[lease.Ticket]lease.Seen
 	// held counts the locks whose last observation has a holder (the locks-held gauge).
 	held int
 }
 
 func newObserver() *observer {
-	return &observer{seen: map[types.NamespacedName]observation{}, beats: map[types.NamespacedName]map[lease.Ticket]beatSeen{}}
+	return &observer{obs: map[types.NamespacedName]observation{}, seen: map[types.NamespacedName]map[lease.Ticket]lease.Seen{}}
 }
 
 // observe records the Lease state seen at now and returns the updated observation and the one it
@@ -74,9 +77,9 @@ func newObserver() *observer {
 func (o *observer) observe(key types.NamespacedName, st lease.State, podReady *bool, now time.Time) (cur, prev observation) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	prev = o.seen[key]
-	cur = nextObservation(prev, st, podReady, now)
-	o.seen[key] = cur
+	prev = o.obs[key]
+	cur = nextObservation(prev, st, podReady, o.seen[key], now)
+	o.obs[key] = cur
 	o.countHeld(prev, -1)
 	o.countHeld(cur, +1)
 	return cur, prev
@@ -86,36 +89,36 @@ func (o *observer) observe(key types.NamespacedName, st lease.State, podReady *b
 func (o *observer) noteUngated(key types.NamespacedName, uid types.UID) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	obs := o.seen[key]
+	obs := o.obs[key]
 	obs.ungated = uid
-	o.seen[key] = obs
+	o.obs[key] = obs
 }
 
-// beatsOf returns the queued clients' beats last recorded for the lock.
-func (o *observer) beatsOf(key types.NamespacedName) map[lease.Ticket]beatSeen {
+// seenOf returns what the last judgment of the lock's queue saw of its queued clients.
+func (o *observer) seenOf(key types.NamespacedName) map[lease.Ticket]lease.Seen {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.beats[key]
+	return o.seen[key]
 }
 
-// setBeats records the queued clients' beats of the lock.
-func (o *observer) setBeats(key types.NamespacedName, beats map[lease.Ticket]beatSeen) {
+// setSeen records what a judgment of the lock's queue saw.
+func (o *observer) setSeen(key types.NamespacedName, seen map[lease.Ticket]lease.Seen) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if len(beats) == 0 {
-		delete(o.beats, key)
+	if len(seen) == 0 {
+		delete(o.seen, key)
 		return
 	}
-	o.beats[key] = beats
+	o.seen[key] = seen
 }
 
 // failed counts a failed reconcile of the lock and returns how long to wait before retrying.
 func (o *observer) failed(key types.NamespacedName) time.Duration {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	obs := o.seen[key]
+	obs := o.obs[key]
 	obs.failures++
-	o.seen[key] = obs
+	o.obs[key] = obs
 	return retryBackoff(obs.failures)
 }
 
@@ -123,9 +126,9 @@ func (o *observer) failed(key types.NamespacedName) time.Duration {
 func (o *observer) succeeded(key types.NamespacedName) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if obs, ok := o.seen[key]; ok && obs.failures > 0 { // a forgotten lock stays forgotten
+	if obs, ok := o.obs[key]; ok && obs.failures > 0 { // a forgotten lock stays forgotten
 		obs.failures = 0
-		o.seen[key] = obs
+		o.obs[key] = obs
 	}
 }
 
@@ -143,9 +146,9 @@ func retryBackoff(n int) time.Duration {
 func (o *observer) noteRevoke(key types.NamespacedName) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	obs := o.seen[key]
+	obs := o.obs[key]
 	obs.revoked++
-	o.seen[key] = obs
+	o.obs[key] = obs
 }
 
 // statusWait returns how long a changed status must wait so that status writes of one lock are
@@ -153,17 +156,17 @@ func (o *observer) noteRevoke(key types.NamespacedName) {
 func (o *observer) statusWait(key types.NamespacedName, now time.Time, minInterval time.Duration) time.Duration {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.seen[key].status.wait(now, minInterval)
+	return o.obs[key].status.wait(now, minInterval)
 }
 
 // statusWritten records a status write and returns the revocations made since the previous one.
 func (o *observer) statusWritten(key types.NamespacedName, now time.Time, minInterval time.Duration) (revoked int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	obs := o.seen[key]
+	obs := o.obs[key]
 	revoked, obs.revoked = obs.revoked, 0
 	obs.status = obs.status.spend(now, minInterval)
-	o.seen[key] = obs
+	o.obs[key] = obs
 	return revoked
 }
 
@@ -171,9 +174,9 @@ func (o *observer) statusWritten(key types.NamespacedName, now time.Time, minInt
 func (o *observer) forget(key types.NamespacedName) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.countHeld(o.seen[key], -1)
+	o.countHeld(o.obs[key], -1)
+	delete(o.obs, key)
 	delete(o.seen, key)
-	delete(o.beats, key)
 }
 
 // countHeld adds d to the locks held if obs has a holder, and publishes the count. Called with
@@ -186,13 +189,20 @@ func (o *observer) countHeld(obs observation, d int) {
 }
 
 // nextObservation is the pure part of observe. podReady is the holder pod's readiness, nil when
-// the holder is not a pod.
-func nextObservation(prev observation, st lease.State, podReady *bool, now time.Time) observation {
+// the holder is not a pod; seen is what the last judgment of the queue saw of its clients. A new
+// grant counts as renewed at its holder's last sign of life (lease.LastSignOfLife): a client
+// handed the lock from the queue has shown none since its last beat.
+func nextObservation(prev observation, st lease.State, podReady *bool, seen map[lease.Ticket]lease.Seen,
+	now time.Time) observation {
 	cur := prev
+	cur.served = st.Served
 	switch {
 	case prev.holder != st.Holder || prev.token != st.Token || prev.acquiredAt.IsZero():
 		cur.holder, cur.token, cur.renewTime = st.Holder, st.Token, st.RenewTime.DeepCopy()
 		cur.acquiredAt, cur.renewedAt = now, now
+		if !prev.acquiredAt.IsZero() && st.Held() {
+			cur.renewedAt = lease.LastSignOfLife(st, prev.served, seen, now)
+		}
 		cur.notReadySince = time.Time{}
 	case !sameTime(prev.renewTime, st.RenewTime):
 		// The value is the holder's claim on its own clock: only the change counts, observed here.

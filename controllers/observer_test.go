@@ -29,31 +29,31 @@ import (
 
 func TestNextObservation(t *testing.T) {
 	a := renewedAt(held("a", 10), t0)
-	first := nextObservation(observation{}, a, nil, t0)
+	first := nextObservation(observation{}, a, nil, nil, t0)
 	if !first.renewedAt.Equal(t0) || !first.acquiredAt.Equal(t0) {
 		t.Fatalf("first observation %+v", first)
 	}
-	same := nextObservation(first, a, nil, t0.Add(5*time.Second))
+	same := nextObservation(first, a, nil, nil, t0.Add(5*time.Second))
 	if same != first {
 		t.Fatalf("an unchanged lease must not move the observation: %+v", same)
 	}
 	// A bystander's write (a label, an annotation, the same renewTime written again) changes the
 	// resourceVersion but not renewTime: not a renewal. Only the fields nextObservation reads are
 	// in lease.State, so "same state, later" is exactly such a write.
-	rewritten := nextObservation(first, renewedAt(held("a", 10), t0), nil, t0.Add(5*time.Second))
+	rewritten := nextObservation(first, renewedAt(held("a", 10), t0), nil, nil, t0.Add(5*time.Second))
 	if rewritten != first {
 		t.Fatalf("a write of the same renewTime must not renew: %+v", rewritten)
 	}
-	renewed := nextObservation(first, renewedAt(a, t0.Add(time.Millisecond)), nil, t0.Add(5*time.Second))
+	renewed := nextObservation(first, renewedAt(a, t0.Add(time.Millisecond)), nil, nil, t0.Add(5*time.Second))
 	if !renewed.renewedAt.Equal(t0.Add(5*time.Second)) || !renewed.acquiredAt.Equal(t0) {
 		t.Fatalf("a renewal moves renewedAt only, to when it was observed: %+v", renewed)
 	}
 	// The holder's clock is not this controller's: a renewTime far in the past still renews now.
-	skewed := nextObservation(renewed, renewedAt(a, t0.Add(-time.Hour)), nil, t0.Add(6*time.Second))
+	skewed := nextObservation(renewed, renewedAt(a, t0.Add(-time.Hour)), nil, nil, t0.Add(6*time.Second))
 	if !skewed.renewedAt.Equal(t0.Add(6 * time.Second)) {
 		t.Fatalf("a changed renewTime renews whatever its value: %+v", skewed)
 	}
-	regrant := nextObservation(renewed, renewedAt(held("b", 13), t0), nil, t0.Add(7*time.Second))
+	regrant := nextObservation(renewed, renewedAt(held("b", 13), t0), nil, nil, t0.Add(7*time.Second))
 	if !regrant.acquiredAt.Equal(t0.Add(7*time.Second)) || !regrant.renewedAt.Equal(t0.Add(7*time.Second)) {
 		t.Fatalf("a new grant moves acquiredAt and renewedAt, even with the same renewTime: %+v", regrant)
 	}
@@ -61,19 +61,19 @@ func TestNextObservation(t *testing.T) {
 
 func TestPodObservation(t *testing.T) {
 	st := held(locksv1alpha1.PodHolderIdentity("p", "uid-p"), 10)
-	o := nextObservation(observation{}, st, new(false), t0) // just granted, not Ready yet
+	o := nextObservation(observation{}, st, new(false), nil, t0) // just granted, not Ready yet
 	if !o.notReadySince.Equal(t0) {
 		t.Fatalf("notReadySince = %v", o.notReadySince)
 	}
-	o = nextObservation(o, st, new(false), t0.Add(5*time.Second))
+	o = nextObservation(o, st, new(false), nil, t0.Add(5*time.Second))
 	if !o.notReadySince.Equal(t0) {
 		t.Fatal("notReadySince must keep the first observation")
 	}
-	o = nextObservation(o, st, new(true), t0.Add(6*time.Second))
+	o = nextObservation(o, st, new(true), nil, t0.Add(6*time.Second))
 	if !o.notReadySince.IsZero() {
 		t.Fatal("a Ready pod clears notReadySince")
 	}
-	o = nextObservation(o, st, new(false), t0.Add(60*time.Second))
+	o = nextObservation(o, st, new(false), nil, t0.Add(60*time.Second))
 	if !o.notReadySince.Equal(t0.Add(60 * time.Second)) {
 		t.Fatal("a pod that turns not Ready starts a new clock")
 	}

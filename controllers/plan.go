@@ -35,33 +35,31 @@ const (
 	revoke
 )
 
-// plan is what one reconcile does to a lock: at most one Lease write (end the grant, grant the
-// next waiter, or both in a single compare-and-swap) and at most one pod patch (ungate the holder).
+// plan is what one reconcile does to a lock: at most one Lease write (end the grant and serve the
+// queue in a single compare-and-swap, or settle a lock nobody else will serve; the transitions are
+// pkg/lease's) and at most one pod patch (ungate the holder, or the pod the write granted).
 type plan struct {
 	end    ending
 	reason expiryReason // for revoke
 	why    string       // human reason for ending
 	holder *corev1.Pod  // the holder pod, if the holder is a pod that still exists
-	// grant is the waiter to grant, grantPod its pod when it is one.
-	grant    *lease.Waiter
-	grantPod *corev1.Pod
-	ungate   *corev1.Pod // a holder pod still behind the gate (just granted, or a crash in between)
+	// settle: the lock is not ended but lease.Settle changes it (serves the queue on a free lock,
+	// sets or clears the waiting mark).
+	settle bool
+	// headPod is the live head of the queue when it is a pod: the write that serves the queue
+	// grants it. headUngates: it holds all its other locks (or asks for this one alone), so it
+	// is ungated right after the grant, with headTokens for its other locks.
+	headPod     *corev1.Pod
+	headUngates bool
+	headTokens  map[string]token.Token
+	ungate      *corev1.Pod // a holder pod still behind the gate (just granted, or a crash in between)
 	// ungateTokens are the ungated holder pod's tokens for its other locks (several locks).
 	ungateTokens map[string]token.Token
-	// grantUngates: the granted pod holds all its other locks (or asks for this one alone), so
-	// it is ungated right after the grant, with grantTokens for its other locks.
-	grantUngates bool
-	grantTokens  map[string]token.Token
-	// markWaiting sets the Lease's waiting mark, so that a client holder's release serves the
-	// queue; clearReserved drops a reservation for a waiter that is gone.
-	markWaiting, clearReserved bool
 	// deadline is when the current grant expires if nothing changes; zero: no timer.
 	deadline time.Time
 }
 
-func (p plan) writesLease() bool {
-	return p.end != keep || p.grant != nil || p.markWaiting || p.clearReserved
-}
+func (p plan) writesLease() bool { return p.end != keep || p.settle }
 
 // planInput is what computePlan decides from: one reconcile's view of a lock.
 type planInput struct {
@@ -73,6 +71,8 @@ type planInput struct {
 	// when it is a pod.
 	waiting []lease.Waiter
 	headPod *corev1.Pod
+	// settles: lease.Settle would change the Lease as read (see plan.settle).
+	settles bool
 	// holderProgress and headProgress are how far the holder pod and the head pod are through
 	// their other locks (zero for a pod asking for this lock alone).
 	holderProgress, headProgress progress
@@ -108,18 +108,16 @@ func computePlan(in planInput) plan {
 			p.ungate, p.ungateTokens = holderPod, in.holderProgress.tokens
 		}
 	}
-	switch {
-	case (!st.Held() || p.end != keep) && len(in.waiting) > 0:
-		p.grant, p.grantPod = &in.waiting[0], in.headPod
-		if in.headPod != nil && in.headProgress.lacks == "" {
-			p.grantUngates, p.grantTokens = true, in.headProgress.tokens
-		}
+	p.settle = p.end == keep && in.settles
+	if (!st.Held() || p.end != keep) && len(in.waiting) > 0 {
+		// The write serves the head: no deadline until its event shows the new grant.
 		p.deadline = time.Time{}
-		p.markWaiting = len(in.waiting) > 1 && !st.Waiting
-	case !st.Held() && st.Reserved != 0:
-		p.clearReserved = true // kept for a waiter that left, and nobody else waits
-	case st.Held() && p.end == keep && len(in.waiting) > 0 && !st.Waiting:
-		p.markWaiting = true
+		if in.headPod != nil {
+			p.headPod = in.headPod
+			if in.headProgress.lacks == "" {
+				p.headUngates, p.headTokens = true, in.headProgress.tokens
+			}
+		}
 	}
 	return p
 }

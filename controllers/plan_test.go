@@ -76,8 +76,8 @@ func TestComputePlan(t *testing.T) {
 			}
 			p := computePlan(planInput{st: tc.st, obs: tc.obs, holderPod: tc.holderPod, waiting: tc.queue, headPod: headPod, now: tc.now})
 			gotGrant := ""
-			if p.grant != nil && p.grantPod != nil {
-				gotGrant = p.grantPod.Name
+			if p.headPod != nil {
+				gotGrant = p.headPod.Name
 			}
 			if p.end != tc.wantEnd || gotGrant != tc.wantGrant || (p.ungate != nil) != tc.wantUngat || !p.deadline.Equal(tc.wantDead) {
 				t.Fatalf("plan = end %v grant %q ungate %v deadline %v; want end %v grant %q ungate %v deadline %v",

@@ -216,8 +216,9 @@ var _ = Describe("Pods as lock holders", func() {
 		Expect(kept).NotTo(BeZero(), "the library's release keeps the lock for the pod at the head of the queue")
 		var tok token.Token
 		_, err = lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, l, func(next *coordinationv1.Lease) error {
-			tok, err = lease.GrantWaiter(next, lease.Waiter{Ticket: kept,
-				Holder: locksv1alpha1.PodHolderIdentity(victim.Name, string(victim.UID))}, time.Now())
+			h, _, err := lease.Settle(next, lease.Queue{Waiters: []lease.Waiter{{Ticket: kept,
+				Holder: locksv1alpha1.PodHolderIdentity(victim.Name, string(victim.UID))}}}, time.Now())
+			tok = h.Token
 			return err
 		})
 		Expect(err).NotTo(HaveOccurred())

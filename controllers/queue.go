@@ -34,91 +34,57 @@ import (
 )
 
 // One queue for every holder: clients (pkg/lock, kubectl fencedlock) join a lock's queue Lease
-// themselves; the controller adds the lock's gated pods to the same queue, drops the entries of
-// waiters that are gone (a pod deleted or no longer gated, a client whose beat stopped), and
-// grants the head when the lock is free and nobody else will (a pod, a lock kept for a waiter, a
-// release that did not hand over).
-
-// beatSeen is the last beat of a client entry and when this controller first saw it.
-type beatSeen struct {
-	beat int64
-	at   time.Time
-}
+// themselves; the controller adds the lock's gated pods to the same queue, judges who in it is
+// alive (lease.Judge: its clock, its observations), drops the rest, and serves the queue when
+// nobody else will (lease.Settle, lease.Revoke).
 
 // queueInput is what planQueue decides from.
 type queueInput struct {
 	q      lease.Queue
-	served lease.Ticket // the lock's last queued grant (State.Ticket)
+	served lease.Ticket // the lock's last queued grant (State.Served)
 	holder string
-	lock   string                    // the lock's name
-	holds  holdsFunc                 // which other locks a pod holds (pods asking for several)
-	pods   []corev1.Pod              // the pods asking for the lock
-	beats  map[lease.Ticket]beatSeen // the client beats seen before
-	// expiry is how long a client entry lives without a new beat: two lease durations of the lock
-	// (clients beat about once per lease duration).
-	expiry time.Duration
+	lock   string                   // the lock's name
+	holds  holdsFunc                // which other locks a pod holds (pods asking for several)
+	pods   []corev1.Pod             // the pods asking for the lock
+	seen   map[lease.Ticket]lease.Seen // what the last judgment saw of the queued clients
+	window time.Duration            // lease.Window of the lock
 	now    time.Time
 }
 
 // queuePlan is the queue as it should be, and what it says.
 type queuePlan struct {
-	q       lease.Queue
-	changed bool // q must be written
+	lease.Judgment
 	// waiting are the live waiters in queue order; pods maps a pod waiter's identity to its pod.
 	waiting []lease.Waiter
 	pods    map[string]*corev1.Pod
-	beats   map[lease.Ticket]beatSeen
-	// deadline is when the first client entry expires if it does not beat; zero: none.
-	deadline time.Time
-	// dropped are the entries removed because their waiter is gone.
-	dropped []lease.Waiter
 }
 
-// planQueue is the pure part of the controller's queue keeping.
+// planQueue is the pure part of the controller's queue keeping: the judgment of the queue, with
+// the gated pods not queued yet joined in the order they asked (computeQueue's order).
 func planQueue(in queueInput) queuePlan {
-	p := queuePlan{q: in.q, pods: map[string]*corev1.Pod{}, beats: map[lease.Ticket]beatSeen{}}
 	asking := computeQueue(in.pods, in.lock, in.holder, in.holds)
-	gated := map[string]*corev1.Pod{}
+	gated := make(map[string]*corev1.Pod, len(asking))
 	for _, pod := range asking {
 		gated[locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID))] = pod
 	}
-	p.q.Trim(in.served) // served entries go with the next write; not worth one of their own
-	kept := p.q.Waiters[:0:0]
-	for _, w := range p.q.Waiters {
+	p := queuePlan{pods: map[string]*corev1.Pod{}}
+	p.Judgment = lease.Judge(in.q, in.served, in.seen, func(holder string) bool { return gated[holder] != nil },
+		in.window, in.now)
+	for _, w := range p.Queue.Waiters {
 		if w.IsPod() {
-			pod, ok := gated[w.Holder]
-			if !ok {
-				p.dropped, p.changed = append(p.dropped, w), true
-				continue
-			}
-			p.pods[w.Holder] = pod
+			p.pods[w.Holder] = gated[w.Holder]
 			delete(gated, w.Holder) // queued already
-		} else {
-			seen, ok := in.beats[w.Ticket]
-			if !ok || seen.beat != w.Beat {
-				seen = beatSeen{beat: w.Beat, at: in.now}
-			}
-			expires := seen.at.Add(in.expiry)
-			if !in.now.Before(expires) {
-				p.dropped, p.changed = append(p.dropped, w), true
-				continue
-			}
-			p.beats[w.Ticket] = seen
-			p.deadline = earliest(p.deadline, expires)
 		}
-		kept = append(kept, w)
 	}
-	p.q.Waiters = kept
-	// Gated pods not queued yet join in the order they asked (computeQueue's order).
 	for _, pod := range asking {
 		id := locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID))
 		if _, ok := gated[id]; ok {
-			p.q.Join(id, in.served, enqueuedAt(pod))
+			p.Queue.Join(id, in.served, enqueuedAt(pod))
 			p.pods[id] = pod
-			p.changed = true
+			p.Changed = true
 		}
 	}
-	p.waiting = p.q.Waiting(in.served)
+	p.waiting = p.Queue.Waiting(in.served)
 	return p
 }
 
@@ -129,9 +95,9 @@ func planQueue(in queueInput) queuePlan {
 func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.FencedLock, st lease.State,
 	pods []corev1.Pod, holds holdsFunc, now time.Time) (p queuePlan, wait bool, err error) {
 	lk := client.ObjectKeyFromObject(fl)
-	in := queueInput{q: lease.Queue{Next: st.Ticket + 1}, served: st.Ticket, holder: st.Holder, lock: fl.Name,
-		holds: holds, pods: pods,
-		beats: r.observer.beatsOf(lk), expiry: 2 * time.Duration(fl.Spec.LeaseDurationSeconds) * time.Second, now: now}
+	in := queueInput{q: lease.Queue{Next: st.Served + 1}, served: st.Served, holder: st.Holder, lock: fl.Name,
+		holds: holds, pods: pods, seen: r.observer.seenOf(lk),
+		window: lease.Window(time.Duration(fl.Spec.LeaseDurationSeconds) * time.Second), now: now}
 	var ql coordinationv1.Lease
 	name := locksv1alpha1.QueueLeaseName(fl.UID)
 	err = r.Get(ctx, client.ObjectKey{Namespace: fl.Namespace, Name: name}, &ql)
@@ -142,21 +108,16 @@ func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.
 	case err != nil:
 		return planQueue(in), false, fmt.Errorf("getting queue lease: %w", err)
 	}
-	if q, err := lease.ReadQueue(&ql); err != nil {
-		// Unreadable: start over, keeping the tickets growing. Waiters find their entries gone
-		// at their next beat and join again; pods are queued again below.
-		logf.FromContext(ctx).Error(err, "Resetting an unreadable queue")
-		in.q.Next = max(in.q.Next, q.Next)
-	} else {
-		in.q = q
-	}
+	in.q = lease.ReadQueue(&ql)
+	_, moved := ql.Annotations[locksv1alpha1.QueueUnreadableAnnotation]
 	p = planQueue(in)
-	r.observer.setBeats(lk, p.beats)
-	if !p.changed {
+	r.observer.setSeen(lk, p.Seen)
+	if !p.Changed && !moved {
 		return p, false, nil
 	}
 	_, err = lease.CAS(ctx, lease.ClientWriter{Client: r.Client}, &ql, func(next *coordinationv1.Lease) error {
-		return lease.WriteQueue(next, p.q)
+		delete(next.Annotations, locksv1alpha1.QueueUnreadableAnnotation)
+		return lease.WriteQueue(next, p.Queue)
 	})
 	if apierrors.IsConflict(err) {
 		return p, true, nil // a waiter joined meanwhile; its event brings a fresh look
@@ -164,10 +125,49 @@ func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.
 	if err != nil {
 		return p, false, fmt.Errorf("updating queue lease: %w", err)
 	}
-	for _, w := range p.dropped {
-		logf.FromContext(ctx).Info("Dropped a waiter that is gone from the queue", "waiter", w.Holder, "ticket", w.Ticket.String())
-	}
+	r.reportRepairs(ctx, fl, &ql, in.q, p)
 	return p, false, nil
+}
+
+// reportRepairs tells what a queue write dropped: a dead client in an event and a log line each,
+// malformed entries and an unreadable queue in a Warning event each, naming what was dropped.
+func (r *FencedLockReconciler) reportRepairs(ctx context.Context, fl *locksv1alpha1.FencedLock, ql *coordinationv1.Lease,
+	read lease.Queue, p queuePlan) {
+	log := logf.FromContext(ctx)
+	window := lease.Window(time.Duration(fl.Spec.LeaseDurationSeconds) * time.Second)
+	for _, w := range p.Dead {
+		log.Info("Dropped a dead waiter from the queue", "waiter", w.Holder, "ticket", w.Ticket.String(),
+			"window", window.String())
+		r.recorder.Eventf(fl, ql, corev1.EventTypeNormal, locksv1alpha1.ReasonWaiterDead, actionQueue,
+			"Dropped waiter %s (ticket %s) from the queue: its beat did not change for %s", w.Holder, w.Ticket, window)
+	}
+	for _, w := range p.Gone {
+		log.Info("Dropped a pod that no longer waits from the queue", "waiter", w.Holder, "ticket", w.Ticket.String())
+	}
+	for _, m := range read.Malformed {
+		log.Info("Dropped a malformed queue entry", "entry", truncate(string(m.Raw)), "why", m.Why)
+		r.recorder.Eventf(fl, ql, corev1.EventTypeWarning, locksv1alpha1.ReasonQueueRepaired, actionQueue,
+			"Dropped queue entry %s: %s (see docs/protocol.md, the queue format)", truncate(string(m.Raw)), m.Why)
+	}
+	unreadable := read.Unreadable
+	if unreadable == "" {
+		unreadable = ql.Annotations[locksv1alpha1.QueueUnreadableAnnotation]
+	}
+	if unreadable != "" {
+		log.Info("Started an unreadable queue afresh", "was", truncate(unreadable))
+		r.recorder.Eventf(fl, ql, corev1.EventTypeWarning, locksv1alpha1.ReasonQueueRepaired, actionQueue,
+			"Queue annotation %s was not a queue (%s); started it afresh: queued clients join again at their next beat",
+			locksv1alpha1.QueueAnnotation, truncate(unreadable))
+	}
+}
+
+// truncate shortens a value quoted in an event.
+func truncate(s string) string {
+	const limit = 120
+	if len(s) <= limit {
+		return s
+	}
+	return s[:limit] + "…"
 }
 
 // createQueue creates the lock's queue Lease, its tickets starting above the lock's last queued
@@ -179,7 +179,7 @@ func (r *FencedLockReconciler) createQueue(ctx context.Context, fl *locksv1alpha
 		Namespace: fl.Namespace,
 		Labels:    map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue},
 	}}
-	if err := lease.WriteQueue(ql, lease.Queue{Next: st.Ticket + 1}); err != nil {
+	if err := lease.WriteQueue(ql, lease.Queue{Next: st.Served + 1}); err != nil {
 		return false, err
 	}
 	if err := controllerutil.SetControllerReference(fl, ql, r.Scheme()); err != nil {
@@ -204,9 +204,13 @@ func (r *FencedLockReconciler) queueIssued(ctx context.Context, fl *locksv1alpha
 	if err := r.Get(ctx, client.ObjectKey{Namespace: fl.Namespace, Name: locksv1alpha1.QueueLeaseName(fl.UID)}, &ql); err != nil {
 		return 0
 	}
-	q, err := lease.ReadQueue(&ql)
-	if err != nil || q.Next == 0 {
+	q := lease.ReadQueue(&ql)
+	last := q.Next
+	if n := len(q.Waiters); n > 0 {
+		last = max(last, q.Waiters[n-1].Ticket+1)
+	}
+	if last == 0 {
 		return 0
 	}
-	return q.Next - 1
+	return last - 1
 }

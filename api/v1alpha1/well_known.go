@@ -38,17 +38,27 @@ const (
 	// queue: waiters with this ticket or a lower one have been served (or skipped), and a waiter
 	// recognises its grant by holder identity and ticket together.
 	TicketAnnotation = "fencedlock.io/ticket"
-	// ReservedAnnotation on a free Lease is the ticket of the queued waiter the lock is kept for:
-	// the releaser could not grant that waiter itself (a pod: only the manager grants pods), so
-	// nobody else takes the free lock before the controller grants it.
+	// ReservedAnnotation on a free Lease is the ticket of the queued pod the lock is kept for: a
+	// client's release cannot grant a pod (only the manager grants pods), so nobody takes the
+	// free lock before the manager grants that pod.
 	ReservedAnnotation = "fencedlock.io/reserved"
-	// WaitingAnnotation ("true") on a held Lease says waiters may be queued: the holder's release
-	// then reads the queue and serves its head in the same write. The first waiter of a queue
-	// sets it, so an uncontended lock never pays for reading its queue.
+	// WaitingAnnotation ("true") on a Lease says waiters may be queued: a release then reads the
+	// queue and serves its live head in the same write, and nobody takes the free lock except by
+	// serving the queue. The first waiter of a queue sets it; the write that finds the queue
+	// empty clears it, so an uncontended lock never pays for reading its queue.
 	WaitingAnnotation = "fencedlock.io/waiting"
+	// LeftAnnotation on a Lease is the ticket of the last waiter that left the queue. Leaving
+	// writes it after removing the entry, so a handover computed from a queue read before the
+	// entry went fails its compare-and-swap instead of granting a waiter that left.
+	LeftAnnotation = "fencedlock.io/left"
 	// QueueAnnotation on a lock's queue Lease (QueueLeaseName) is its FIFO queue of waiters, as
-	// JSON: {"next": <next ticket>, "waiters": [{"ticket", "holder", "since", "beat"}, ...]}.
+	// JSON: {"next": <next ticket>, "waiters": [{"ticket", "holder", "since", "beat"}, ...]}
+	// (docs/protocol.md, "The queue format").
 	QueueAnnotation = "fencedlock.io/queue"
+	// QueueUnreadableAnnotation on a queue Lease keeps a QueueAnnotation value that was not a
+	// queue at all, moved aside by the write that started the queue afresh, until the manager
+	// reports it in an Event and removes it.
+	QueueUnreadableAnnotation = "fencedlock.io/queue-unreadable"
 	// FencedByLabel marks a fenced object; its value is the name of the FencedLock (same
 	// namespace) whose tokens guard writes to it.
 	FencedByLabel = "fencedlock.io/fenced-by"
@@ -104,6 +114,13 @@ const (
 	// ReasonLockNotFound: a pod asks for a FencedLock that does not exist (a Warning event on the
 	// pod). The fence reports a fenced object of a missing lock by the same name.
 	ReasonLockNotFound = "LockNotFound"
+	// ReasonWaiterDead: the manager dropped a queued client whose beat it had not seen change for
+	// one lease duration (an event on the lock).
+	ReasonWaiterDead = "WaiterDead"
+	// ReasonQueueRepaired: the manager dropped queue entries that do not follow the queue format,
+	// or started afresh a queue annotation that was not a queue at all (a Warning event on the
+	// lock, naming what it dropped).
+	ReasonQueueRepaired = "QueueRepaired"
 )
 
 // ManagedByLabel and ManagedByValue mark the Leases fencedlock's controller creates, so the

@@ -71,8 +71,8 @@ func take(ctx context.Context, o *options, name, identity string, w waitOptions)
 		if h, ok := errors.AsType[*lease.HeldError](err); ok {
 			err = fmt.Errorf("FencedLock %s/%s is held by %q with token %s", ns, name, h.Holder, h.Token)
 			if h.Holder == "" {
-				err = fmt.Errorf("FencedLock %s/%s is kept for the waiter at the head of its queue (token %s)",
-					ns, name, h.Token)
+				err = fmt.Errorf("FencedLock %s/%s is free but goes to the waiters in its queue (token %s); "+
+					"wait without --no-wait to join the queue", ns, name, h.Token)
 			}
 			return nil, &exitError{code: w.conflictCode, err: err}
 		}
@@ -124,8 +124,8 @@ func timedOut(cs kubernetes.Interface, ns, name string, after time.Duration, wai
 		return fmt.Errorf("%s: %w", prefix, err)
 	case st.Held():
 		return fmt.Errorf("%s: held by %q with token %s", prefix, st.Holder, st.Token)
-	case st.Reserved != 0:
-		return fmt.Errorf("%s: kept for the waiter at the head of its queue (token %s)", prefix, st.Token)
+	case st.Reserved != 0 || st.Waiting:
+		return fmt.Errorf("%s: free, going to the waiter at the head of its queue (token %s)", prefix, st.Token)
 	case !st.Initialized():
 		return fmt.Errorf("%s: its Lease has no token yet (is the fencedlock manager running?)", prefix)
 	}

@@ -14,11 +14,15 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package lease is the single implementation of fencedlock's state machine on a
-// coordination.k8s.io/v1 Lease: initialize, grant, renew, release and revoke. Every transition is
-// a pure function on a copy of the Lease followed by one compare-and-swap write (an update
-// conditioned on the resourceVersion the transition was computed from), so two writers can never
-// both succeed from the same state.
+// Package lease is fencedlock's protocol, written once: the state a lock's Lease and queue Lease
+// carry, and every transition on them, as pure functions of what was read and the time now. The
+// Go client (pkg/lock), kubectl fencedlock and the manager are drivers: they read, decide with a
+// function of this package, and write once, with compare-and-swap (an update conditioned on the
+// resourceVersion the decision was computed from), so two writers can never both succeed from the
+// same state. No function here calls the API server; one that needs a fact it was not given (the
+// queue, for a release of a lock with waiters) asks for it with an error (ErrQueueNeeded).
+// docs/protocol.md is the normative text of the same rules, and the conformance fixtures and the
+// model check (this package's tests) run these functions.
 //
 // The fencing token of a grant is the resourceVersion the granting update was conditioned on. It
 // is written in that same update as annotation fencedlock.io/token, so a holder never exists
@@ -58,12 +62,13 @@ type State struct {
 	Transitions int32
 	// Duration is the lease duration holders must renew within.
 	Duration time.Duration
-	// Ticket is the queue ticket of the last grant made from the lock's queue: waiters at or
+	// Served is the queue ticket of the last grant made from the lock's queue: waiters at or
 	// below it were served or skipped.
-	Ticket Ticket
-	// Reserved is, on a free lock, the ticket of the queued waiter it is kept for; zero if none.
+	Served Ticket
+	// Reserved is, on a free lock, the ticket of the queued pod it is kept for; zero if none.
 	Reserved Ticket
-	// Waiting says waiters may be queued (WaitingAnnotation): a release must read the queue.
+	// Waiting says waiters may be queued (WaitingAnnotation): a release must read the queue, and
+	// the free lock goes to the queue's head only.
 	Waiting bool
 }
 
@@ -100,7 +105,7 @@ func Read(l *coordinationv1.Lease) (State, error) {
 				l.Namespace, l.Name, locksv1alpha1.RevokedTokenAnnotation, err)
 		}
 	}
-	if s.Ticket, err = parseTicket(l, locksv1alpha1.TicketAnnotation); err != nil {
+	if s.Served, err = parseTicket(l, locksv1alpha1.TicketAnnotation); err != nil {
 		return s, err
 	}
 	if s.Reserved, err = parseTicket(l, locksv1alpha1.ReservedAnnotation); err != nil {
@@ -113,20 +118,27 @@ func Read(l *coordinationv1.Lease) (State, error) {
 // ErrNotInitialized means the Lease has no token yet: the controller has not stamped it.
 var ErrNotInitialized = errors.New("lease not initialized by the fencedlock controller yet")
 
-// HeldError means the lock is held by someone else, or, free, is kept for a queued waiter.
+// HeldError means the lock cannot be taken now: someone holds it, or, free, it is owed to the
+// queue (kept for a queued pod, or waiters are queued). Join the queue and wait.
 type HeldError struct {
 	Holder string
 	Token  token.Token
-	// Reserved is the ticket of the waiter a free lock is kept for (Holder is then empty).
+	// Reserved is the ticket of the pod a free lock is kept for (Holder is then empty).
 	Reserved Ticket
+	// Waiting: the free lock is owed to the waiters already queued (Holder is then empty).
+	Waiting bool
 }
 
 func (e *HeldError) Error() string {
-	if e.Holder == "" {
-		return fmt.Sprintf("lock is free but kept for the waiter with ticket %s at the head of its queue (token %s)",
+	switch {
+	case e.Holder != "":
+		return fmt.Sprintf("lock is held by %q with token %s", e.Holder, e.Token)
+	case e.Reserved != 0:
+		return fmt.Sprintf("lock is free but kept for the queued pod with ticket %s (token %s): the manager grants it",
 			e.Reserved, e.Token)
 	}
-	return fmt.Sprintf("lock is held by %q with token %s", e.Holder, e.Token)
+	return fmt.Sprintf("lock is free but waiters are queued (token %s): it goes to the head of the queue; join the queue",
+		e.Token)
 }
 
 // LostError means the caller's grant no longer exists: the Lease has another holder or token.
@@ -154,112 +166,6 @@ func IsHeld(err error) bool { var h *HeldError; return errors.As(err, &h) }
 
 // IsLost reports whether err says the caller's grant is gone.
 func IsLost(err error) bool { var l *LostError; return errors.As(err, &l) }
-
-// Initialize stamps an unstamped Lease with token = its own resourceVersion and no holder. Every
-// token issued on an earlier incarnation of the Lease is lower than this one (etcd revisions are
-// global), so a recreated Lease supersedes all earlier grants. It is a no-op on a stamped Lease.
-func Initialize(l *coordinationv1.Lease) (changed bool, err error) {
-	s, err := Read(l)
-	if err != nil {
-		return false, err
-	}
-	if s.Initialized() {
-		return false, nil
-	}
-	tok, err := token.FromResourceVersion(l.ResourceVersion)
-	if err != nil {
-		return false, err
-	}
-	setAnnotation(l, locksv1alpha1.TokenAnnotation, tok.String())
-	l.Spec.HolderIdentity = nil
-	return true, nil
-}
-
-// Grant makes holder the lock's holder, with the resourceVersion l was read at as its token. A free
-// lock kept for a queued waiter (State.Reserved) is refused as held: see GrantWaiter.
-func Grant(l *coordinationv1.Lease, holder string, now time.Time) (token.Token, error) {
-	if holder == "" {
-		return 0, errors.New("holder identity must not be empty")
-	}
-	s, err := Read(l)
-	if err != nil {
-		return 0, err
-	}
-	if !s.Initialized() {
-		return 0, ErrNotInitialized
-	}
-	if s.Held() || s.Reserved != 0 {
-		return 0, &HeldError{Holder: s.Holder, Token: s.Token, Reserved: s.Reserved}
-	}
-	tok, err := token.FromResourceVersion(l.ResourceVersion)
-	if err != nil {
-		return 0, err
-	}
-	if tok <= s.Token {
-		// Only possible if etcd's revision went backwards, e.g. a snapshot restored without
-		// `etcdutl snapshot restore --bump-revision`: issuing this token would break fencing.
-		return 0, fmt.Errorf("refusing to grant token %s: not above the lock's current token %s "+
-			"(etcd revision went backwards; was etcd restored without --bump-revision?)", tok, s.Token)
-	}
-	t := metav1.NewMicroTime(now)
-	setAnnotation(l, locksv1alpha1.TokenAnnotation, tok.String())
-	l.Spec.HolderIdentity = &holder
-	l.Spec.AcquireTime = &t
-	l.Spec.RenewTime = &t
-	transitions := s.Transitions + 1
-	l.Spec.LeaseTransitions = &transitions
-	return tok, nil
-}
-
-// CheckHolder returns a LostError unless holder holds the lock with tok.
-func CheckHolder(l *coordinationv1.Lease, holder string, tok token.Token) error {
-	s, err := Read(l)
-	if err != nil {
-		return err
-	}
-	if s.Holder != holder || s.Token != tok {
-		return &LostError{Holder: holder, Token: tok, NowHolder: s.Holder, NowToken: s.Token,
-			Revoked: s.RevokedToken == tok}
-	}
-	return nil
-}
-
-// Renew records a renewal by holder; the token never changes. A renewal is a change of
-// spec.renewTime: the controller times expiry from when it observes that value change, so when now
-// would store the value already there (a frozen or coarse clock, or the same microsecond), the
-// stored value is moved on by a microsecond.
-func Renew(l *coordinationv1.Lease, holder string, tok token.Token, now time.Time) error {
-	if err := CheckHolder(l, holder, tok); err != nil {
-		return err
-	}
-	t := metav1.NewMicroTime(now.Truncate(time.Microsecond))
-	if prev := l.Spec.RenewTime; prev != nil && prev.Truncate(time.Microsecond).Equal(t.Time) {
-		t = metav1.NewMicroTime(t.Add(time.Microsecond))
-	}
-	l.Spec.RenewTime = &t
-	return nil
-}
-
-// Release frees the lock; only the holder with its token may do so. The token stays on the Lease
-// so the fence keeps refusing lower tokens.
-func Release(l *coordinationv1.Lease, holder string, tok token.Token) error {
-	if err := CheckHolder(l, holder, tok); err != nil {
-		return err
-	}
-	l.Spec.HolderIdentity = nil
-	return nil
-}
-
-// Revoke frees the lock on behalf of the controller after the holder's lease expired, and records
-// the revoked token so the holder and observers can tell why.
-func Revoke(l *coordinationv1.Lease, holder string, tok token.Token) error {
-	if err := CheckHolder(l, holder, tok); err != nil {
-		return err
-	}
-	l.Spec.HolderIdentity = nil
-	setAnnotation(l, locksv1alpha1.RevokedTokenAnnotation, tok.String())
-	return nil
-}
 
 func setAnnotation(l *coordinationv1.Lease, k, v string) {
 	if l.Annotations == nil {

@@ -111,7 +111,15 @@ func TestRenewReleaseRevoke(t *testing.T) {
 	later := now.Add(5 * time.Second)
 	type op func(l *coordinationv1.Lease, holder string, tok token.Token) error
 	renew := func(l *coordinationv1.Lease, h string, tk token.Token) error { return Renew(l, h, tk, later) }
-	ops := map[string]op{"renew": renew, "release": Release, "revoke": Revoke}
+	release := func(l *coordinationv1.Lease, h string, tk token.Token) error {
+		_, err := Release(l, h, tk, nil, later)
+		return err
+	}
+	revoke := func(l *coordinationv1.Lease, h string, tk token.Token) error {
+		_, err := Revoke(l, h, tk, true, nil, later)
+		return err
+	}
+	ops := map[string]op{"renew": renew, "release": release, "revoke": revoke}
 	for name, fn := range ops {
 		t.Run(name+" by the holder", func(t *testing.T) {
 			l := mk("110", "a", "105")

@@ -17,6 +17,7 @@ limitations under the License.
 package lease
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,15 +30,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
-	"github.com/fencedlock/fencedlock/pkg/token"
 )
 
 // A lock's waiters queue on a second Lease beside the lock's own (locksv1alpha1.QueueLeaseName),
-// so that joining the queue never conflicts with the grant, renewal and release writes of the
-// lock's Lease: a contended grant costs two writes, the waiter's join and the holder's release,
-// which grants the queue's head in the same write (ReleaseTo). Each waiter holds a ticket;
-// tickets grow in join order, and the lock's Lease records the ticket of its last queued grant
-// (TicketAnnotation), so the waiters still waiting are those with a higher ticket.
+// so that joining never conflicts with the grant, renewal and release writes of the lock's Lease.
+// Each waiter holds a ticket; tickets grow in join order, and the lock's Lease records the ticket
+// of its last queued grant (State.Served), so the waiters still waiting are those above it.
+//
+// The queue is written by parties that do not trust each other's code, so it is read tolerantly:
+// an entry that does not follow the format (docs/protocol.md, "The queue format") is skipped, never
+// fatal, and kept as it is by every writer except the manager, which drops it with an Event.
 
 // Ticket is a waiter's place in its lock's queue: tickets grow in the order waiters joined.
 type Ticket uint64
@@ -45,29 +47,48 @@ type Ticket uint64
 // String returns the decimal form.
 func (t Ticket) String() string { return strconv.FormatUint(uint64(t), 10) }
 
+// MaxHolderLen is the longest holder identity a queue entry may carry, in bytes.
+const MaxHolderLen = 1024
+
 // Waiter is one entry of a lock's queue.
 type Waiter struct {
-	// Ticket is the waiter's place in the queue.
+	// Ticket is the waiter's place in the queue, at least 1.
 	Ticket Ticket `json:"ticket"`
 	// Holder is the identity the waiter will hold the lock under.
 	Holder string `json:"holder"`
 	// Since is when the waiter joined, on the joiner's clock; informational only.
 	Since metav1.Time `json:"since,omitzero"`
-	// Beat is moved on by a waiting client to show it is alive: the controller removes a client
-	// entry whose beat it has not seen change for two lease durations of the lock. Pods do not beat;
-	// the controller keeps their entries while the pod waits.
+	// Beat is moved on by a waiting client to show it is alive (see Judge). Pods do not beat: the
+	// manager keeps their entries while the pod exists and waits.
 	Beat int64 `json:"beat,omitempty"`
 }
 
-// IsPod reports whether the waiter is a pod the controller queued.
+// IsPod reports whether the waiter is a pod the manager queued.
 func (w Waiter) IsPod() bool { return strings.HasPrefix(w.Holder, locksv1alpha1.PodHolderPrefix) }
+
+// Is reports whether w is the entry of holder with ticket t: tickets alone can repeat after a
+// queue was started afresh, identities alone when a holder queues again.
+func (w Waiter) Is(t Ticket, holder string) bool { return w.Ticket == t && w.Holder == holder }
 
 // Queue is a lock's queue, as its queue Lease carries it.
 type Queue struct {
 	// Next is the ticket the next waiter to join gets.
-	Next Ticket `json:"next"`
-	// Waiters are in ticket order.
-	Waiters []Waiter `json:"waiters,omitempty"`
+	Next Ticket
+	// Waiters are the well-formed entries, in ticket order.
+	Waiters []Waiter
+	// Malformed are the entries that do not follow the format, as they were stored, each with
+	// why. Readers skip them; writers other than the manager keep them.
+	Malformed []Malformed
+	// Unreadable is the stored annotation when it was not a queue at all (not a JSON object with
+	// a waiters array): the queue then starts afresh, and the value is moved aside
+	// (QueueUnreadableAnnotation) by the next write.
+	Unreadable string
+}
+
+// Malformed is a queue entry that does not follow the format.
+type Malformed struct {
+	Raw json.RawMessage
+	Why string
 }
 
 // maxQueueBytes bounds the queue annotation well below the API server's 256 KiB for all of an
@@ -78,29 +99,112 @@ const maxQueueBytes = 200 << 10
 // room left.
 var ErrQueueFull = errors.New("lock queue is full")
 
-// ReadQueue parses the queue a queue Lease carries; a Lease without one has an empty queue.
-func ReadQueue(l *coordinationv1.Lease) (Queue, error) {
-	var q Queue
-	v, ok := l.Annotations[locksv1alpha1.QueueAnnotation]
-	if !ok || v == "" {
-		return q, nil
-	}
-	if err := json.Unmarshal([]byte(v), &q); err != nil {
-		return Queue{}, fmt.Errorf("queue lease %s/%s: annotation %s: %w",
-			l.Namespace, l.Name, locksv1alpha1.QueueAnnotation, err)
-	}
-	return q, nil
+// wireEntry is a queue entry as stored; decoding into it checks every field's JSON type.
+type wireEntry struct {
+	Ticket *uint64      `json:"ticket"`
+	Holder *string      `json:"holder"`
+	Since  *metav1.Time `json:"since"`
+	Beat   *int64       `json:"beat"`
 }
 
-// WriteQueue stores q on the queue Lease l.
+// ReadQueue parses the queue a queue Lease carries. It never fails: a Lease without a queue has
+// an empty one, malformed entries are set aside (Queue.Malformed), and a value that is not a
+// queue at all gives an empty queue that remembers it (Queue.Unreadable).
+func ReadQueue(l *coordinationv1.Lease) Queue {
+	return ParseQueue(l.Annotations[locksv1alpha1.QueueAnnotation])
+}
+
+// ParseQueue parses a queue annotation's value; see ReadQueue.
+func ParseQueue(v string) Queue {
+	var q Queue
+	if v == "" {
+		return q
+	}
+	var doc struct {
+		Next    json.RawMessage   `json:"next"`
+		Waiters []json.RawMessage `json:"waiters"`
+	}
+	if err := json.Unmarshal([]byte(v), &doc); err != nil {
+		return Queue{Unreadable: v}
+	}
+	var next uint64
+	if len(doc.Next) > 0 && json.Unmarshal(doc.Next, &next) != nil {
+		// A next that is not a ticket is recomputed from the entries (see Join); not worth
+		// throwing the entries away for.
+		next = 0
+	}
+	q.Next = Ticket(next)
+	for _, raw := range doc.Waiters {
+		w, why := parseEntry(raw)
+		if why == "" && len(q.Waiters) > 0 && w.Ticket <= q.Waiters[len(q.Waiters)-1].Ticket {
+			why = fmt.Sprintf("ticket %d is not above the ticket before it (%d)", w.Ticket, q.Waiters[len(q.Waiters)-1].Ticket)
+		}
+		if why != "" {
+			q.Malformed = append(q.Malformed, Malformed{Raw: raw, Why: why})
+			continue
+		}
+		q.Waiters = append(q.Waiters, w)
+	}
+	return q
+}
+
+// parseEntry decodes one entry and returns why it does not follow the format, "" if it does.
+func parseEntry(raw json.RawMessage) (Waiter, string) {
+	var e wireEntry
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&e); err != nil {
+		return Waiter{}, err.Error()
+	}
+	switch {
+	case e.Ticket == nil || *e.Ticket == 0:
+		return Waiter{}, "ticket missing or zero"
+	case e.Holder == nil || *e.Holder == "":
+		return Waiter{}, "holder missing or empty"
+	case len(*e.Holder) > MaxHolderLen:
+		return Waiter{}, fmt.Sprintf("holder is %d bytes long, at most %d are allowed", len(*e.Holder), MaxHolderLen)
+	case e.Beat != nil && *e.Beat < 0:
+		return Waiter{}, "beat is negative"
+	}
+	w := Waiter{Ticket: Ticket(*e.Ticket), Holder: *e.Holder}
+	if e.Since != nil {
+		w.Since = *e.Since
+	}
+	if e.Beat != nil {
+		w.Beat = *e.Beat
+	}
+	return w, ""
+}
+
+// WriteQueue stores q on the queue Lease l: its well-formed entries, then its malformed ones as
+// they were. An unreadable value q was read from is moved to QueueUnreadableAnnotation, unless
+// one is kept there already.
 func WriteQueue(l *coordinationv1.Lease, q Queue) error {
-	b, err := json.Marshal(q)
+	entries := make([]json.RawMessage, 0, len(q.Waiters)+len(q.Malformed))
+	for _, w := range q.Waiters {
+		b, err := json.Marshal(w)
+		if err != nil {
+			return fmt.Errorf("encoding queue entry: %w", err)
+		}
+		entries = append(entries, b)
+	}
+	for _, m := range q.Malformed {
+		entries = append(entries, m.Raw)
+	}
+	b, err := json.Marshal(struct {
+		Next    Ticket            `json:"next"`
+		Waiters []json.RawMessage `json:"waiters,omitempty"`
+	}{q.Next, entries})
 	if err != nil {
 		return fmt.Errorf("encoding queue: %w", err)
 	}
 	if len(b) > maxQueueBytes {
 		return fmt.Errorf("%w: %d waiters take %d bytes, at most %d fit on the queue Lease",
 			ErrQueueFull, len(q.Waiters), len(b), maxQueueBytes)
+	}
+	if q.Unreadable != "" {
+		if _, kept := l.Annotations[locksv1alpha1.QueueUnreadableAnnotation]; !kept {
+			setAnnotation(l, locksv1alpha1.QueueUnreadableAnnotation, q.Unreadable)
+		}
 	}
 	setAnnotation(l, locksv1alpha1.QueueAnnotation, string(b))
 	return nil
@@ -113,27 +217,29 @@ func (q *Queue) Trim(served Ticket) {
 }
 
 // Join appends holder to the queue (after trimming what served says is done) and returns its
-// ticket.
+// ticket: above served, above every ticket in the queue, and at least Next.
 func (q *Queue) Join(holder string, served Ticket, now time.Time) Ticket {
 	q.Trim(served)
-	q.Next = max(q.Next, served+1, 1)
-	t := q.Next
-	q.Next++
+	t := max(q.Next, served+1, 1)
+	if n := len(q.Waiters); n > 0 {
+		t = max(t, q.Waiters[n-1].Ticket+1)
+	}
+	q.Next = t + 1
 	q.Waiters = append(q.Waiters, Waiter{Ticket: t, Holder: holder, Since: metav1.NewTime(now.Truncate(time.Second))})
 	return t
 }
 
-// Leave removes the waiter with ticket t and reports whether it was there.
-func (q *Queue) Leave(t Ticket) bool {
+// Leave removes holder's entry with ticket t and reports whether it was there.
+func (q *Queue) Leave(t Ticket, holder string) bool {
 	n := len(q.Waiters)
-	q.Waiters = slices.DeleteFunc(q.Waiters, func(w Waiter) bool { return w.Ticket == t })
+	q.Waiters = slices.DeleteFunc(q.Waiters, func(w Waiter) bool { return w.Is(t, holder) })
 	return len(q.Waiters) != n
 }
 
-// BeatFor moves the beat of the waiter with ticket t on and reports whether it was there.
-func (q *Queue) BeatFor(t Ticket) bool {
+// Beat moves the beat of holder's entry with ticket t on and reports whether it was there.
+func (q *Queue) Beat(t Ticket, holder string) bool {
 	for i := range q.Waiters {
-		if q.Waiters[i].Ticket == t {
+		if q.Waiters[i].Is(t, holder) {
 			q.Waiters[i].Beat++
 			return true
 		}
@@ -147,7 +253,9 @@ func (q Queue) Waiting(served Ticket) []Waiter {
 	return q.Waiters[i:]
 }
 
-// Head returns the first waiter still waiting, if any.
+// Head returns the live head of the queue: its first well-formed entry above served. Every
+// party uses this one definition. Liveness is the manager's to judge (Judge): it removes the
+// entries of waiters it judged dead, so the stored queue holds only waiters not (yet) judged dead.
 func (q Queue) Head(served Ticket) (Waiter, bool) {
 	if w := q.Waiting(served); len(w) > 0 {
 		return w[0], true
@@ -163,38 +271,6 @@ func cmpTicket(a, b Ticket) int {
 		return 1
 	}
 	return 0
-}
-
-// GrantWaiter grants the lock to the queued waiter w: a grant (see Grant) that also records w's
-// ticket, which tells w the grant is its own and every waiter at or below it that it was served.
-// It ignores a reservation: the caller has decided w is the one to serve.
-func GrantWaiter(l *coordinationv1.Lease, w Waiter, now time.Time) (token.Token, error) {
-	delete(l.Annotations, locksv1alpha1.ReservedAnnotation)
-	tok, err := Grant(l, w.Holder, now)
-	if err != nil {
-		return 0, err
-	}
-	SetServed(l, w.Ticket)
-	return tok, nil
-}
-
-// ReleaseTo ends holder's grant and serves next, the head of the lock's queue, in the same write.
-// A client cannot grant a pod (only the manager may), so a pod is served by keeping the free lock
-// for it (ReservedAnnotation) until the controller grants it. A nil next just releases. It
-// returns the token of the grant to next, zero if it made none.
-func ReleaseTo(l *coordinationv1.Lease, holder string, tok token.Token, next *Waiter,
-	now time.Time) (token.Token, error) {
-	if err := Release(l, holder, tok); err != nil {
-		return 0, err
-	}
-	switch {
-	case next == nil:
-		return 0, nil
-	case next.IsPod():
-		setAnnotation(l, locksv1alpha1.ReservedAnnotation, next.Ticket.String())
-		return 0, nil
-	}
-	return GrantWaiter(l, *next, now)
 }
 
 // QueueOf returns the name of the queue Lease of the lock whose Lease is l, or "" if l has no
@@ -217,18 +293,4 @@ func parseTicket(l *coordinationv1.Lease, key string) (Ticket, error) {
 		return 0, fmt.Errorf("lease %s/%s: annotation %s: %q is not a ticket", l.Namespace, l.Name, key, v)
 	}
 	return Ticket(t), nil
-}
-
-// MarkWaiting sets WaitingAnnotation on the lock's Lease l and reports whether it changed.
-func MarkWaiting(l *coordinationv1.Lease) bool {
-	if l.Annotations[locksv1alpha1.WaitingAnnotation] == "true" {
-		return false
-	}
-	setAnnotation(l, locksv1alpha1.WaitingAnnotation, "true")
-	return true
-}
-
-// SetServed records t as the lock's last served ticket on its Lease l.
-func SetServed(l *coordinationv1.Lease, t Ticket) {
-	setAnnotation(l, locksv1alpha1.TicketAnnotation, t.String())
 }

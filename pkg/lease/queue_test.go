@@ -23,7 +23,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 )
@@ -48,83 +47,77 @@ func TestQueueJoinTrimHead(t *testing.T) {
 	if c != 11 || len(q.Waiters) != 1 {
 		t.Fatalf("ticket %d, waiters %+v; want 11 alone (a and b trimmed)", c, q.Waiters)
 	}
-	if !q.BeatFor(c) || q.Waiters[0].Beat != 1 || q.BeatFor(99) {
+	if !q.Beat(c, "c") || q.Waiters[0].Beat != 1 || q.Beat(99, "c") || q.Beat(c, "someone else") {
 		t.Fatalf("beat: %+v", q.Waiters)
 	}
-	if !q.Leave(c) || q.Leave(c) || len(q.Waiting(0)) != 0 {
+	if q.Leave(c, "someone else") || !q.Leave(c, "c") || q.Leave(c, "c") || len(q.Waiting(0)) != 0 {
 		t.Fatalf("leave: %+v", q.Waiters)
 	}
 }
 
-func TestQueueRoundTripAndBound(t *testing.T) {
+// Entries that do not follow the format are skipped, never fatal; writers other than the
+// manager keep them as they were, and a value that is not a queue at all is moved aside.
+func TestQueueToleratesMalformedEntries(t *testing.T) {
+	v := `{"next": 9, "waiters": [
+		{"ticket": 3, "holder": "a", "beat": "soon"},
+		{"ticket": 4, "holder": "b", "since": "2026-01-01T00:00:00Z", "beat": 2, "extra": true},
+		{"ticket": 4, "holder": "dup"},
+		{"holder": "no-ticket"},
+		{"ticket": 5, "holder": ""},
+		{"ticket": -6, "holder": "neg"},
+		{"ticket": 7, "holder": "c", "beat": -1},
+		"not an object",
+		{"ticket": 8, "holder": "d"}]}`
+	q := ParseQueue(v)
+	if len(q.Waiters) != 2 || q.Waiters[0].Holder != "b" || q.Waiters[0].Beat != 2 || q.Waiters[1].Holder != "d" {
+		t.Fatalf("well-formed entries %+v; want b and d", q.Waiters)
+	}
+	if len(q.Malformed) != 7 || q.Next != 9 {
+		t.Fatalf("malformed %d, next %d; want 7, 9", len(q.Malformed), q.Next)
+	}
+	if h, ok := q.Head(0); !ok || h.Holder != "b" {
+		t.Fatalf("head %+v; a malformed entry is skipped", h)
+	}
+	if tk := q.Join("e", 0, time.Unix(1, 0)); tk != 9 {
+		t.Fatalf("ticket %d; want 9", tk)
+	}
 	l := &coordinationv1.Lease{}
-	q := Queue{Next: 1}
-	q.Join("pod/w-0/uid", 0, time.Unix(1000, 0))
 	if err := WriteQueue(l, q); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadQueue(l)
-	if err != nil || len(got.Waiters) != 1 || got.Waiters[0].Holder != "pod/w-0/uid" || !got.Waiters[0].IsPod() {
-		t.Fatalf("read back %+v, %v", got, err)
+	back := ReadQueue(l)
+	if len(back.Waiters) != 3 || len(back.Malformed) != 7 || back.Next != 10 {
+		t.Fatalf("read back %+v", back)
 	}
-	l.Annotations[locksv1alpha1.QueueAnnotation] = "{not json"
-	if _, err := ReadQueue(l); err == nil {
-		t.Fatal("a malformed queue must be an error")
+
+	for _, bad := range []string{"{not json", `[1,2]`, `{"waiters": {"ticket": 1}}`, `"q"`} {
+		q := ParseQueue(bad)
+		if q.Unreadable != bad || len(q.Waiters) != 0 {
+			t.Fatalf("%s: %+v; want an empty queue that remembers the value", bad, q)
+		}
+		tk := q.Join("a", 41, time.Unix(1, 0))
+		l := &coordinationv1.Lease{}
+		if err := WriteQueue(l, q); err != nil || tk != 42 {
+			t.Fatalf("%s: join %d, write %v", bad, tk, err)
+		}
+		if l.Annotations[locksv1alpha1.QueueUnreadableAnnotation] != bad || len(ReadQueue(l).Waiters) != 1 {
+			t.Fatalf("%s: annotations %v", bad, l.Annotations)
+		}
 	}
+	if q := ParseQueue(`{"next": "x", "waiters": [{"ticket": 3, "holder": "a"}]}`); len(q.Waiters) != 1 || q.Join("b", 0, time.Unix(1, 0)) != 4 {
+		t.Fatalf("a next that is not a ticket is recomputed from the entries: %+v", q)
+	}
+}
+
+func TestQueueBound(t *testing.T) {
 	big := Queue{}
 	for range 300 {
 		big.Join(strings.Repeat("x", 1000), 0, time.Unix(1000, 0))
 	}
-	if err := WriteQueue(l, big); !errors.Is(err, ErrQueueFull) {
+	if err := WriteQueue(&coordinationv1.Lease{}, big); !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("300 waiters of 1000 bytes: %v; want ErrQueueFull", err)
 	}
-}
-
-func TestReleaseTo(t *testing.T) {
-	now := time.Unix(2000, 0)
-	held := func() *coordinationv1.Lease {
-		return &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{ResourceVersion: "20", Annotations: map[string]string{
-				locksv1alpha1.TokenAnnotation: "10", locksv1alpha1.WaitingAnnotation: "true"}},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: new("a")},
-		}
-	}
-	// A client head is granted in the releasing write, with the write's token and its ticket.
-	l := held()
-	tok, err := ReleaseTo(l, "a", 10, &Waiter{Ticket: 5, Holder: "b"}, now)
-	st, _ := Read(l)
-	if err != nil || tok != 20 || st.Holder != "b" || st.Token != 20 || st.Ticket != 5 || !st.Waiting {
-		t.Fatalf("handover to a client: tok %d err %v state %+v", tok, err, st)
-	}
-	// A pod head is kept for the controller: free, reserved, and refused to anyone else.
-	l = held()
-	if tok, err = ReleaseTo(l, "a", 10, &Waiter{Ticket: 6, Holder: "pod/w/uid"}, now); err != nil || tok != 0 {
-		t.Fatalf("handover to a pod: %d, %v", tok, err)
-	}
-	st, _ = Read(l)
-	if st.Held() || st.Reserved != 6 {
-		t.Fatalf("state %+v; want free and reserved for ticket 6", st)
-	}
-	l.ResourceVersion = "21"
-	if _, err := Grant(l, "barger", now); !IsHeld(err) || !strings.Contains(err.Error(), "kept for the waiter with ticket 6") {
-		t.Fatalf("a grant on a reserved lock: %v", err)
-	}
-	if _, err := GrantWaiter(l, Waiter{Ticket: 6, Holder: "pod/w/uid"}, now); err != nil {
-		t.Fatal(err)
-	}
-	if st, _ = Read(l); st.Reserved != 0 || st.Ticket != 6 || st.Holder != "pod/w/uid" {
-		t.Fatalf("state %+v", st)
-	}
-	// Nobody waits: a plain release that keeps the waiting mark.
-	l = held()
-	if _, err = ReleaseTo(l, "a", 10, nil, now); err != nil {
-		t.Fatal(err)
-	}
-	if st, _ = Read(l); st.Held() || !st.Waiting || st.Token != 10 {
-		t.Fatalf("state %+v", st)
-	}
-	// Only the holder with its token releases.
-	if _, err := ReleaseTo(held(), "a", 9, nil, now); !IsLost(err) {
-		t.Fatalf("release with another token: %v", err)
+	if q := ParseQueue(`{"waiters":[{"ticket":1,"holder":"` + strings.Repeat("x", MaxHolderLen+1) + `"}]}`); len(q.Malformed) != 1 {
+		t.Fatalf("a holder over %d bytes is malformed: %+v", MaxHolderLen, q)
 	}
 }

@@ -441,7 +441,7 @@ func (l *Locker) attempt(ctx context.Context, a *acquisition, cur *coordinationv
 	st, rerr := lease.Read(cur)
 	if sent, ok := a.unsure[st.Token]; ok && rerr == nil && st.Holder == l.identity && sameMicro(st.AcquireTime, sent) {
 		l.remember(cur)
-		return &Grant{locker: l, Token: st.Token, lease: cur, renewedAt: sent, lost: make(chan struct{})}, nil
+		return l.newGrant(cur, st.Token, sent), nil
 	}
 	if rerr == nil && a.ticket != 0 {
 		if g := l.served(a, cur, st); g != nil {
@@ -478,38 +478,30 @@ func (l *Locker) attempt(ctx context.Context, a *acquisition, cur *coordinationv
 	return nil, err
 }
 
-// served returns the grant a release made to this queued waiter, if cur shows one. A ticket the
-// lock has served past without serving this waiter means its entry was dropped (not seen alive):
-// it is forgotten, and the waiter queues again.
+// served returns the grant a handover made to this queued waiter, if cur shows one. A ticket the
+// lock has served past without serving this waiter means its entry was dropped (judged dead, or
+// malformed): it is forgotten, and the waiter queues again.
 func (l *Locker) served(a *acquisition, cur *coordinationv1.Lease, st lease.State) *Grant {
 	switch {
-	case st.Holder == l.identity && st.Ticket == a.ticket:
+	case lease.Served(st, l.identity, a.ticket):
 		a.ticket = 0
 		l.remember(cur)
-		return &Grant{locker: l, Token: st.Token, lease: cur, renewedAt: l.clock.Now(), lost: make(chan struct{})}
-	case st.Ticket >= a.ticket:
+		return l.newGrant(cur, st.Token, l.clock.Now())
+	case lease.Skipped(st, l.identity, a.ticket):
 		a.ticket = 0
 	}
 	return nil
 }
 
-// take tries to grant the lock from cur: an unqueued caller takes a free, unreserved lock; a
-// queued waiter takes a free lock only when it is its turn, kept for it or next in line (tickets
-// are consecutive, so no live waiter is ahead of the one after the last served). Any other waiter
-// leaves a free lock to its turn's owner, or to the controller: no herd.
+// take tries to grant the lock from cur to a caller that is not queued (lease.Grant: a free lock
+// nobody waits for). A queued waiter never takes the lock: it is handed the lock by the release
+// before it, or by the manager, so a free lock wakes no herd.
 func (l *Locker) take(ctx context.Context, a *acquisition, cur *coordinationv1.Lease, st lease.State,
 	now time.Time) (*Grant, error) {
-	switch {
-	case a.ticket == 0:
-		return l.grant(ctx, cur, now)
-	case !st.Held() && (st.Reserved == a.ticket || (st.Reserved == 0 && a.ticket == st.Ticket+1)):
-		g, err := l.grantWaiter(ctx, cur, a.ticket, now)
-		if err == nil {
-			a.ticket = 0 // served: nothing to leave
-		}
-		return g, err
+	if a.ticket != 0 {
+		return nil, &lease.HeldError{Holder: st.Holder, Token: st.Token, Reserved: st.Reserved, Waiting: !st.Held()}
 	}
-	return nil, &lease.HeldError{Holder: st.Holder, Token: st.Token, Reserved: st.Reserved}
+	return l.grant(ctx, cur, now)
 }
 
 // queue makes sure a waiter on a lock it could not take is queued, and that the lock's holder
@@ -540,7 +532,7 @@ func (l *Locker) Attach(ctx context.Context, tok token.Token) (*Grant, error) {
 	if err := lease.CheckHolder(cur, l.identity, tok); err != nil {
 		return nil, err
 	}
-	return &Grant{locker: l, Token: tok, lease: cur, renewedAt: l.clock.Now(), lost: make(chan struct{})}, nil
+	return l.newGrant(cur, tok, l.clock.Now()), nil
 }
 
 // getLease reads the lock's Lease; a missing one is an error wrapping ErrNoLease.
@@ -579,7 +571,13 @@ func (l *Locker) grantBy(ctx context.Context, cur *coordinationv1.Lease,
 		return nil, fmt.Errorf("lock %s: %w", l.key(), err)
 	}
 	l.remember(out)
-	return &Grant{locker: l, Token: tok, lease: out, renewedAt: l.clock.Now(), lost: make(chan struct{})}, nil
+	return l.newGrant(out, tok, l.clock.Now()), nil
+}
+
+// newGrant is the one constructor of a Grant: tok held as the Lease le shows, last written or
+// confirmed at renewedAt on this process's clock.
+func (l *Locker) newGrant(le *coordinationv1.Lease, tok token.Token, renewedAt time.Time) *Grant {
+	return &Grant{locker: l, Token: tok, lease: le, renewedAt: renewedAt, lost: make(chan struct{})}
 }
 
 // Grant is one holding of the lock. Its Token is fixed for its whole life.
@@ -630,14 +628,17 @@ func (g *Grant) markLost(err error) {
 }
 
 // update runs one transition against the Lease with compare-and-swap, re-reading the Lease on
-// conflicts (the controller may have written it, e.g. to change the lease duration).
-func (g *Grant) update(ctx context.Context, mutate func(*coordinationv1.Lease) error) error {
+// conflicts (the controller may have written it, e.g. to change the lease duration). A transition
+// that needs the lock's queue (lease.ErrQueueNeeded) is run again with the queue, read after the
+// Lease it is computed from.
+func (g *Grant) update(ctx context.Context, transition func(next *coordinationv1.Lease, q *lease.Queue) error) error {
 	l := g.locker
 	g.mu.Lock()
 	cur := g.lease
 	g.mu.Unlock()
+	var q *lease.Queue
 	for {
-		out, err := lease.CAS(ctx, l.writer, cur, mutate)
+		out, err := lease.CAS(ctx, l.writer, cur, func(next *coordinationv1.Lease) error { return transition(next, q) })
 		if err == nil {
 			g.mu.Lock()
 			g.lease, g.renewedAt = out, l.clock.Now()
@@ -645,9 +646,16 @@ func (g *Grant) update(ctx context.Context, mutate func(*coordinationv1.Lease) e
 			l.remember(out)
 			return nil
 		}
+		if errors.Is(err, lease.ErrQueueNeeded) && q == nil {
+			if q, err = l.readQueue(ctx, cur); err != nil {
+				return err
+			}
+			continue
+		}
 		if !apierrors.IsConflict(err) {
 			return err
 		}
+		q = nil
 		cur, err = l.getLease(ctx)
 		if errors.Is(err, ErrNoLease) {
 			return &lease.LostError{Holder: l.identity, Token: g.Token}
@@ -662,7 +670,7 @@ func (g *Grant) update(ctx context.Context, mutate func(*coordinationv1.Lease) e
 // holder or token now; the grant is then lost for good.
 func (g *Grant) Renew(ctx context.Context) error {
 	l := g.locker
-	err := g.update(ctx, func(next *coordinationv1.Lease) error {
+	err := g.update(ctx, func(next *coordinationv1.Lease, _ *lease.Queue) error {
 		return lease.Renew(next, l.identity, g.Token, l.clock.Now())
 	})
 	if lease.IsLost(err) {
@@ -671,26 +679,13 @@ func (g *Grant) Renew(ctx context.Context) error {
 	return err
 }
 
-// Release frees the lock. If waiters are queued, the same write grants the lock to the first of
-// them (or, for a pod, keeps it for the controller to grant): a handover costs one write.
+// Release frees the lock. If waiters are queued, the same write grants the lock to the live head
+// of the queue (or, for a pod, keeps it for the manager to grant): a handover costs one write.
 // Releasing a grant that was lost returns the LostError.
 func (g *Grant) Release(ctx context.Context) error {
 	l := g.locker
-	err := g.update(ctx, func(next *coordinationv1.Lease) error {
-		st, err := lease.Read(next)
-		if err != nil {
-			return err
-		}
-		if err := lease.CheckHolder(next, l.identity, g.Token); err != nil {
-			return err // lost: no need to read the queue
-		}
-		var head *lease.Waiter
-		if st.Waiting {
-			if head, err = l.queueHead(ctx, next, st); err != nil {
-				return err
-			}
-		}
-		_, err = lease.ReleaseTo(next, l.identity, g.Token, head, l.clock.Now())
+	err := g.update(ctx, func(next *coordinationv1.Lease, q *lease.Queue) error {
+		_, err := lease.Release(next, l.identity, g.Token, q, l.clock.Now())
 		return err
 	})
 	if lease.IsLost(err) {

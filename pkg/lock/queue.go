@@ -29,13 +29,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fencedlock/fencedlock/pkg/lease"
-	"github.com/fencedlock/fencedlock/pkg/token"
 )
 
-// The queue protocol of a waiting Acquire (docs/protocol.md, "Queue"): join the lock's queue
-// Lease once, mark the lock's Lease as having waiters if nobody has, and wait on the lock
-// Lease's watch for a release that grants this waiter's ticket. Only the waiter whose turn it is
-// ever writes when the lock is free, so a release wakes one waiter, not all.
+// The queue protocol of a waiting Acquire (docs/protocol.md, "The queue"): join the lock's queue
+// Lease once, mark the lock's Lease as waited for whenever it is not, and wait on the lock
+// Lease's watch until a release (or the manager) hands this waiter the lock. A queued waiter never
+// takes the lock itself, so a release wakes one waiter, not all. Every decision is a function of
+// pkg/lease; this file only reads and writes.
 
 // leaveTimeout bounds the writes of a waiter that gives up, which run after its context ended.
 const leaveTimeout = 5 * time.Second
@@ -48,7 +48,7 @@ func (l *Locker) join(ctx context.Context, a *acquisition, cur *coordinationv1.L
 		return nil
 	}
 	err := l.updateQueue(ctx, name, func(q *lease.Queue) bool {
-		a.ticket = q.Join(l.identity, st.Ticket, l.clock.Now())
+		a.ticket = q.Join(l.identity, st.Served, l.clock.Now())
 		return true
 	})
 	if apierrors.IsNotFound(err) {
@@ -63,22 +63,20 @@ func (l *Locker) join(ctx context.Context, a *acquisition, cur *coordinationv1.L
 	return nil
 }
 
-// beatInterval is how often a waiter shows its entry alive: once per lease duration, jittered
-// down to three quarters of it so that waiters that joined together do not beat, and collide,
-// together. The controller drops an entry after two lease durations without a beat: a beat is a
-// write to the one queue Lease all waiters share, so a long queue must not beat often, and a dead
-// waiter costs nothing until it reaches the head of the queue.
+// beatInterval is when this waiter next shows its entry alive: at a random point of the
+// interval lease.BeatInterval allows, so that waiters that joined together do not beat, and
+// collide on the one queue Lease they share, together.
 func beatInterval(st lease.State) time.Duration {
-	d := max(st.Duration, minLeaseDuration)
-	return d*3/4 + time.Duration(rand.Int64N(int64(d/4)+1))
+	lo, hi := lease.BeatInterval(max(st.Duration, minLeaseDuration))
+	return lo + time.Duration(rand.Int64N(int64(hi-lo)+1))
 }
 
-// beat shows this waiter's entry alive. An entry that is gone (the controller dropped it, or the
+// beat shows this waiter's entry alive. An entry that is gone (the manager judged it dead, or the
 // queue Lease was recreated) leaves the waiter unqueued; the caller queues it again.
 func (l *Locker) beat(ctx context.Context, a *acquisition) error {
 	found := false
 	err := l.updateQueue(ctx, a.queue, func(q *lease.Queue) bool {
-		found = q.BeatFor(a.ticket)
+		found = q.Beat(a.ticket, l.identity)
 		return found
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -95,54 +93,35 @@ func (l *Locker) beat(ctx context.Context, a *acquisition) error {
 	return nil
 }
 
-// leave takes a waiter that gave up out of the queue. If a release granted it meanwhile, the
-// grant is released (and handed on), so nobody waits for a holder that is not there. A release
-// that read the queue just before the entry went can still land after the first look: two more
-// looks, in the background, catch it.
+// leave takes a waiter that gave up out of the queue: it removes the entry, then writes the
+// lock's Lease (lease.MarkLeft), so that no handover computed from a queue read before the entry
+// went can land after it; a handover that landed first is released (and handed on).
 func (l *Locker) leave(ctx context.Context, a *acquisition) {
 	if a.ticket == 0 {
 		return
 	}
 	t := a.ticket
 	a.ticket = 0
-	ctx = context.WithoutCancel(ctx)
-	qctx, cancel := context.WithTimeout(ctx, leaveTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
 	defer cancel()
-	_ = l.updateQueue(qctx, a.queue, func(q *lease.Queue) bool { return q.Leave(t) })
-	if l.releaseIfGranted(qctx, t) {
-		return
-	}
-	go func() {
-		for _, d := range leaveRechecks {
-			<-l.clock.After(d)
-			rctx, cancel := context.WithTimeout(ctx, leaveTimeout)
-			found := l.releaseIfGranted(rctx, t)
-			cancel()
-			if found {
-				return
-			}
+	_ = l.updateQueue(ctx, a.queue, func(q *lease.Queue) bool { return q.Leave(t, l.identity) })
+	for ctx.Err() == nil {
+		cur, err := l.getLease(ctx)
+		if err != nil {
+			return
 		}
-	}()
-}
-
-// leaveRechecks are the pauses before a waiter that left looks again for a grant made to its
-// ticket: far longer than a release takes between reading the queue and writing the handover.
-var leaveRechecks = []time.Duration{250 * time.Millisecond, 750 * time.Millisecond}
-
-// releaseIfGranted releases the grant to ticket t, if the lock holds one, and reports whether it
-// found one.
-func (l *Locker) releaseIfGranted(ctx context.Context, t lease.Ticket) bool {
-	cur, err := l.getLease(ctx)
-	if err != nil {
-		return false
+		_, err = lease.CAS(ctx, l.writer, cur, func(next *coordinationv1.Lease) error {
+			return lease.MarkLeft(next, l.identity, t)
+		})
+		if errors.Is(err, lease.ErrServedWhileLeaving) {
+			st, _ := lease.Read(cur)
+			_ = l.newGrant(cur, st.Token, l.clock.Now()).Release(ctx)
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			return
+		}
 	}
-	st, err := lease.Read(cur)
-	if err != nil || st.Holder != l.identity || st.Ticket != t {
-		return false
-	}
-	g := &Grant{locker: l, Token: st.Token, lease: cur, lost: make(chan struct{})}
-	_ = g.Release(ctx)
-	return true
 }
 
 // markWaiting tells the lock's holder that waiters are queued, so its release reads the queue.
@@ -158,36 +137,23 @@ func (l *Locker) markWaiting(ctx context.Context, cur *coordinationv1.Lease) err
 	return nil
 }
 
-// grantWaiter takes the free lock for this waiter's ticket. Conflicts are returned unwrapped.
-func (l *Locker) grantWaiter(ctx context.Context, cur *coordinationv1.Lease, t lease.Ticket,
-	now time.Time) (*Grant, error) {
-	return l.grantBy(ctx, cur, func(next *coordinationv1.Lease) (token.Token, error) {
-		return lease.GrantWaiter(next, lease.Waiter{Ticket: t, Holder: l.identity}, now)
-	})
-}
-
-// queueHead returns the first waiter still waiting for the lock whose Lease is cur, nil if none
-// (or the lock has no queue Lease).
-func (l *Locker) queueHead(ctx context.Context, cur *coordinationv1.Lease, st lease.State) (*lease.Waiter, error) {
+// readQueue reads the queue of the lock whose Lease is cur; a lock without a queue Lease has an
+// empty queue. Read it after cur: the write that follows is conditioned on cur.
+func (l *Locker) readQueue(ctx context.Context, cur *coordinationv1.Lease) (*lease.Queue, error) {
+	q := &lease.Queue{}
 	name := lease.QueueOf(cur)
 	if name == "" {
-		return nil, nil
+		return q, nil
 	}
 	ql, err := l.leases.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, nil
+		return q, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: reading the queue: %w", l.key(), err)
 	}
-	q, err := lease.ReadQueue(ql)
-	if err != nil {
-		return nil, err
-	}
-	if w, ok := q.Head(st.Ticket); ok {
-		return &w, nil
-	}
-	return nil, nil
+	*q = lease.ReadQueue(ql)
+	return q, nil
 }
 
 // updateQueue applies change to the queue Lease name with compare-and-swap, re-reading on
@@ -201,10 +167,7 @@ func (l *Locker) updateQueue(ctx context.Context, name string, change func(*leas
 			return err
 		}
 		_, err = lease.CAS(ctx, l.writer, ql, func(next *coordinationv1.Lease) error {
-			q, err := lease.ReadQueue(next)
-			if err != nil {
-				return err
-			}
+			q := lease.ReadQueue(next)
 			if !change(&q) {
 				return errUnchanged
 			}

@@ -504,15 +504,15 @@ func (b *bench) followTickets(name string, until time.Time) *fifoCheck {
 			tok = st.Token
 			switch {
 			case last == 0:
-				last = st.Ticket // the first grant seen sets the start
-			case st.Ticket == last:
+				last = st.Served // the first grant seen sets the start
+			case st.Served == last:
 				f.outside++
-			case st.Ticket < last: // out of order
+			case st.Served < last: // out of order
 				f.skip++
 			default:
 				f.queued++
-				f.skip += int(st.Ticket - last - 1)
-				last = st.Ticket
+				f.skip += int(st.Served - last - 1)
+				last = st.Served
 			}
 		}
 	}()

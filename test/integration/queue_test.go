@@ -18,6 +18,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -25,7 +26,9 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
@@ -53,10 +56,7 @@ func waiterIDs(ns, name string) []string {
 
 // queueOf reads the lock's queue from its queue Lease.
 func queueOf(ns, name string) lease.Queue {
-	ql := getLease(ns, lease.QueueOf(getLease(ns, name)))
-	q, err := lease.ReadQueue(ql)
-	Expect(err).NotTo(HaveOccurred())
-	return q
+	return lease.ReadQueue(getLease(ns, lease.QueueOf(getLease(ns, name))))
 }
 
 // acquireAsync starts Acquire and returns where its grant (or error) arrives.
@@ -99,7 +99,7 @@ var _ = Describe("One queue for every holder", func() {
 		By("TryAcquire never queues: it is refused and the queue is unchanged")
 		_, err = locker(ns, "ledger", "impatient").TryAcquire(ctx)
 		Expect(lease.IsHeld(err)).To(BeTrue(), "%v", err)
-		Expect(queueOf(ns, "ledger").Waiting(leaseState(ns, "ledger").Ticket)).To(HaveLen(3))
+		Expect(queueOf(ns, "ledger").Waiting(leaseState(ns, "ledger").Served)).To(HaveLen(3))
 
 		By("the release grants client-a in the same write")
 		before := getLease(ns, "ledger").ResourceVersion
@@ -150,11 +150,8 @@ var _ = Describe("One queue for every holder", func() {
 		By("a waiter that died (its entry is there, nobody beats it) is dropped after the lease duration")
 		ql := getLease(ns, lease.QueueOf(getLease(ns, "stream")))
 		_, err = lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, ql, func(next *coordinationv1.Lease) error {
-			q, err := lease.ReadQueue(next)
-			if err != nil {
-				return err
-			}
-			q.Join("dead", leaseState(ns, "stream").Ticket, time.Now())
+			q := lease.ReadQueue(next)
+			q.Join("dead", leaseState(ns, "stream").Served, time.Now())
 			return lease.WriteQueue(next, q)
 		})
 		Expect(err).NotTo(HaveOccurred())
@@ -173,7 +170,7 @@ var _ = Describe("One queue for every holder", func() {
 		Expect(g.Release(ctx)).To(Succeed())
 	})
 
-	It("releases a grant that reaches a waiter after it gave up", func() {
+	It("never hands the lock to a waiter that gave up, even from a queue read before it left", func() {
 		ns := newNamespace()
 		newLock(ns, "late", 15)
 		holder, err := locker(ns, "late", "holder").TryAcquire(ctx)
@@ -182,20 +179,130 @@ var _ = Describe("One queue for every holder", func() {
 		_, failed := acquireAsync(wctx, locker(ns, "late", "gives-up"))
 		Eventually(func() []lease.Waiter { return queueOf(ns, "late").Waiters }, 10*time.Second, 20*time.Millisecond).
 			Should(HaveLen(1))
-		entry := queueOf(ns, "late").Waiters[0]
+		Eventually(func() bool { return leaseState(ns, "late").Waiting }, 10*time.Second, 20*time.Millisecond).Should(BeTrue())
+		staleLease, staleQueue := getLease(ns, "late"), queueOf(ns, "late")
+
+		By("the waiter leaves: its entry goes, and its write to the lock's Lease (fencedlock.io/left) follows")
 		cancel()
 		Eventually(failed, 10*time.Second).Should(Receive())
+		Expect(queueOf(ns, "late").Waiters).To(BeEmpty())
+		Expect(getLease(ns, "late").Annotations).To(HaveKey(locksv1alpha1.LeftAnnotation))
 
-		By("a release that read the queue before the waiter left hands the lock to it afterwards")
-		l := getLease(ns, "late")
-		_, err = lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, l, func(next *coordinationv1.Lease) error {
-			_, err := lease.ReleaseTo(next, "holder", holder.Token, &entry, time.Now())
+		By("a release computed from the Lease and queue read before it left fails its compare-and-swap")
+		_, err = lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, staleLease, func(next *coordinationv1.Lease) error {
+			h, err := lease.Release(next, "holder", holder.Token, &staleQueue, time.Now())
+			Expect(h.To).NotTo(BeNil(), "the stale queue still names the waiter")
 			return err
 		})
+		Expect(apierrors.IsConflict(err)).To(BeTrue(), "%v", err)
+
+		By("the holder's own release re-reads both: a plain release, and the waiting mark goes")
+		Expect(holder.Release(ctx)).To(Succeed())
+		st := leaseState(ns, "late")
+		Expect(st.Held()).To(BeFalse())
+		Expect(st.Waiting).To(BeFalse(), "the release read an empty queue")
+	})
+
+	It("never grants a dead head: the live waiter is served at the release, or within the detection window", func() {
+		ns := newNamespace()
+		newLock(ns, "dead", 2) // lease.Window(2 s): a waiter unseen for 2 s is dead
+		holder, err := locker(ns, "dead", "holder").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(leaseState(ns, "late").Holder).To(Equal("gives-up"))
-		Eventually(func() string { return leaseState(ns, "late").Holder }, 5*time.Second, 20*time.Millisecond).
-			Should(BeEmpty(), "the waiter that left released it: no wait for the 15 s lease to expire")
+		holder.KeepAlive(ctx, 0)
+		injectWaiter := func(id string) {
+			ql := getLease(ns, lease.QueueOf(getLease(ns, "dead")))
+			_, err := lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, ql, func(next *coordinationv1.Lease) error {
+				q := lease.ReadQueue(next)
+				q.Join(id, leaseState(ns, "dead").Served, time.Now())
+				return lease.WriteQueue(next, q)
+			})
+			Expect(err).NotTo(HaveOccurred())
+		}
+
+		By("a waiter that died long before the release is dropped, and the release skips it")
+		injectWaiter("died-early")
+		gotLive, _ := acquireAsync(ctx, locker(ns, "dead", "alive"))
+		Eventually(func() []string { return waiterIDs(ns, "dead") }, 10*time.Second, 20*time.Millisecond).
+			Should(Equal([]string{"died-early", "alive"}))
+		Eventually(func() []string { return waiterIDs(ns, "dead") }, 10*time.Second, 50*time.Millisecond).
+			Should(Equal([]string{"alive"}))
+		Expect(lockEventReasons(ns, "dead")).To(ContainElement(locksv1alpha1.ReasonWaiterDead))
+		before := getLease(ns, "dead").ResourceVersion
+		Expect(holder.Release(ctx)).To(Succeed())
+		var g *lock.Grant
+		Eventually(gotLive, 10*time.Second).Should(Receive(&g))
+		Expect(g.Token.String()).To(Equal(before), "granted in the release write: the dead waiter was never granted")
+
+		By("a waiter that dies just before the release is granted, and revoked within the detection window")
+		injectWaiter("died-late") // the manager sees it now: not judged dead for 2 s
+		gotNext, _ := acquireAsync(ctx, locker(ns, "dead", "next"))
+		Eventually(func() []string { return waiterIDs(ns, "dead") }, 10*time.Second, 20*time.Millisecond).
+			Should(Equal([]string{"died-late", "next"}))
+		released := time.Now()
+		Expect(g.Release(ctx)).To(Succeed())
+		Expect(leaseState(ns, "dead").Holder).To(Equal("died-late"), "not judged dead yet: the release hands it the lock")
+		var n *lock.Grant
+		Eventually(gotNext, 10*time.Second).Should(Receive(&n))
+		waited := time.Since(released)
+		GinkgoWriter.Printf("next live waiter served %s after the release (detection window 2s)\n", waited.Round(time.Millisecond))
+		Expect(waited).To(BeNumerically("<", 2*time.Second+time.Second), "at most the window (plus the manager's reaction)")
+		Expect(leaseState(ns, "dead").RevokedToken).NotTo(BeZero(), "the dead waiter's grant was revoked")
+		Expect(n.Release(ctx)).To(Succeed())
+	})
+
+	It("survives a malformed entry and an unreadable queue: nobody is blocked, the manager repairs and says so", func() {
+		ns := newNamespace()
+		newLock(ns, "poison", 15)
+		_, eve := ordinaryUser(ns, "eve")
+		holder, err := locker(ns, "poison", "holder").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		name := lease.QueueOf(getLease(ns, "poison"))
+		poison := func(value string) {
+			_, err := eve.CoordinationV1().Leases(ns).Patch(ctx, name, types.MergePatchType,
+				fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, locksv1alpha1.QueueAnnotation, value), metav1.PatchOptions{})
+			Expect(err).NotTo(HaveOccurred(), "an ordinary user with edit rights on Leases can write the queue")
+		}
+
+		By("an entry whose beat is a string: skipped by the client, dropped by the manager with an event")
+		poison(`{"next":5,"waiters":[{"ticket":4,"holder":"mallory","beat":"soon"}]}`)
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		gotA, failedA := acquireAsync(wctx, locker(ns, "poison", "a"))
+		Eventually(func() []string { return waiterIDs(ns, "poison") }, 10*time.Second, 20*time.Millisecond).
+			Should(Equal([]string{"a"}))
+		Consistently(failedA, 200*time.Millisecond).ShouldNot(Receive())
+		Eventually(func() []string { return lockEventNotes(ns, "poison", locksv1alpha1.ReasonQueueRepaired) },
+			10*time.Second, 50*time.Millisecond).Should(ContainElement(ContainSubstring(`"holder":"mallory"`)))
+		Expect(queueOf(ns, "poison").Malformed).To(BeEmpty(), "the manager dropped it")
+
+		By("a queue annotation that is not a queue at all: a client still joins, the manager says it started afresh")
+		poison("{garbage")
+		gotB, failedB := acquireAsync(wctx, locker(ns, "poison", "b"))
+		Eventually(func() []string { return lockEventNotes(ns, "poison", locksv1alpha1.ReasonQueueRepaired) },
+			10*time.Second, 50*time.Millisecond).Should(ContainElement(ContainSubstring("{garbage")))
+		Eventually(func() []string { return waiterIDs(ns, "poison") }, 10*time.Second, 20*time.Millisecond).
+			Should(ContainElement("b"))
+		Consistently(failedB, 200*time.Millisecond).ShouldNot(Receive())
+		Expect(getLease(ns, name).Annotations).NotTo(HaveKey(locksv1alpha1.QueueUnreadableAnnotation))
+
+		By("both are served in turn: a (who joins again at its next beat if its entry went) and b")
+		Expect(holder.Release(ctx)).To(Succeed())
+		for range 2 {
+			var g *lock.Grant
+			select {
+			case g = <-gotA:
+			case g = <-gotB:
+			case err := <-failedA:
+				Fail(err.Error())
+			case err := <-failedB:
+				Fail(err.Error())
+			case <-wctx.Done():
+				Fail("a waiter was not served within 20 s")
+			}
+			Expect(g.Release(ctx)).To(Succeed())
+		}
+		Eventually(func() bool { return leaseState(ns, "poison").Waiting }, 10*time.Second, 20*time.Millisecond).
+			Should(BeFalse(), "the queue is empty: the waiting mark is gone, releases read no queue")
 	})
 
 	It("serves its live waiters, not entries already served, after its Lease is deleted and recreated", func() {
@@ -231,4 +338,30 @@ func getPodAnnotations(ns, name string) map[string]string {
 	pod := &corev1.Pod{}
 	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod)).To(Succeed())
 	return pod.Annotations
+}
+
+// lockEventNotes returns the notes of the events of reason on FencedLock name.
+func lockEventNotes(ns, name, reason string) []string {
+	list, err := clientset.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	var notes []string
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "FencedLock" && e.Regarding.Name == name && e.Reason == reason {
+			notes = append(notes, e.Note)
+		}
+	}
+	return notes
+}
+
+// lockEventReasons returns the reasons of the events on FencedLock name.
+func lockEventReasons(ns, name string) []string {
+	list, err := clientset.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	var reasons []string
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "FencedLock" && e.Regarding.Name == name {
+			reasons = append(reasons, e.Reason)
+		}
+	}
+	return reasons
 }

@@ -1,0 +1,304 @@
+/*
+Copyright 2026 The fencedlock Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/token"
+)
+
+// The transitions of the lock's Lease. Each changes a copy of the Lease read at some
+// resourceVersion; the caller writes it conditioned on that resourceVersion (CAS).
+//
+// Who may do what (docs/protocol.md, section 3):
+//   - anyone: Grant a free lock nobody waits for; Renew and Release its own grant; join, beat and
+//     leave the queue (queue.go) and mark the lock waited for (MarkWaiting, MarkLeft);
+//   - the manager alone: Initialize, Revoke, Settle (serve the queue on a free lock, drop the
+//     waiting mark of an empty queue), grant pods, and judge who is alive (Judge).
+//
+// A grant from the queue is always made by someone else than the waiter: the releasing holder in
+// its release (a handover), or the manager. A queued waiter never takes the lock itself; it is
+// served when the Lease shows it as holder with its ticket (Served).
+
+// Actor is who makes a transition.
+type Actor int
+
+const (
+	// Client is a holder or waiter: pkg/lock, kubectl fencedlock, any third party.
+	Client Actor = iota
+	// Manager is the fencedlock manager: it alone grants pods and revokes.
+	Manager
+)
+
+// ErrQueueNeeded is returned by Release, Revoke and Settle when the Lease says waiters may be
+// queued and no queue was given: read the queue Lease (after the lock's Lease, so that the
+// write's compare-and-swap covers the read) and decide again with it.
+var ErrQueueNeeded = errors.New("the lock's Lease says waiters may be queued: read its queue and decide again")
+
+// Handover says what a write that ended a grant, or settled a free lock, did for the queue.
+type Handover struct {
+	// To is the waiter granted the lock in the same write, nil if none; Token is its token.
+	To    *Waiter
+	Token token.Token
+	// Reserved is the ticket of the pod the free lock is now kept for (a client's release cannot
+	// grant a pod), zero if none.
+	Reserved Ticket
+}
+
+// Initialize stamps an unstamped Lease with token = its own resourceVersion and no holder. Every
+// token issued on an earlier incarnation of the Lease is lower than this one (etcd revisions are
+// global), so a recreated Lease supersedes all earlier grants. It is a no-op on a stamped Lease.
+func Initialize(l *coordinationv1.Lease) (changed bool, err error) {
+	s, err := Read(l)
+	if err != nil {
+		return false, err
+	}
+	if s.Initialized() {
+		return false, nil
+	}
+	tok, err := token.FromResourceVersion(l.ResourceVersion)
+	if err != nil {
+		return false, err
+	}
+	setAnnotation(l, locksv1alpha1.TokenAnnotation, tok.String())
+	l.Spec.HolderIdentity = nil
+	return true, nil
+}
+
+// Grant makes holder the holder of a free lock that nobody waits for, with the resourceVersion l
+// was read at as its token. A lock that is held, kept for a queued pod, or waited for is refused
+// with a HeldError: the caller joins the queue instead.
+func Grant(l *coordinationv1.Lease, holder string, now time.Time) (token.Token, error) {
+	if holder == "" {
+		return 0, errors.New("holder identity must not be empty")
+	}
+	s, err := Read(l)
+	if err != nil {
+		return 0, err
+	}
+	if !s.Initialized() {
+		return 0, ErrNotInitialized
+	}
+	if s.Held() || s.Reserved != 0 || s.Waiting {
+		return 0, &HeldError{Holder: s.Holder, Token: s.Token, Reserved: s.Reserved, Waiting: !s.Held() && s.Waiting}
+	}
+	return grant(l, s, holder, now)
+}
+
+// grant writes holder, a new token and the grant's times; the checks are the caller's.
+func grant(l *coordinationv1.Lease, s State, holder string, now time.Time) (token.Token, error) {
+	tok, err := token.FromResourceVersion(l.ResourceVersion)
+	if err != nil {
+		return 0, err
+	}
+	if tok <= s.Token {
+		// Only possible if etcd's revision went backwards, e.g. a snapshot restored without
+		// `etcdutl snapshot restore --bump-revision`: issuing this token would break fencing.
+		return 0, fmt.Errorf("refusing to grant token %s: not above the lock's current token %s "+
+			"(etcd revision went backwards; was etcd restored without --bump-revision?)", tok, s.Token)
+	}
+	t := metav1.NewMicroTime(now)
+	setAnnotation(l, locksv1alpha1.TokenAnnotation, tok.String())
+	l.Spec.HolderIdentity = &holder
+	l.Spec.AcquireTime = &t
+	l.Spec.RenewTime = &t
+	transitions := s.Transitions + 1
+	l.Spec.LeaseTransitions = &transitions
+	return tok, nil
+}
+
+// CheckHolder returns a LostError unless holder holds the lock with tok.
+func CheckHolder(l *coordinationv1.Lease, holder string, tok token.Token) error {
+	s, err := Read(l)
+	if err != nil {
+		return err
+	}
+	if s.Holder != holder || s.Token != tok {
+		return &LostError{Holder: holder, Token: tok, NowHolder: s.Holder, NowToken: s.Token,
+			Revoked: s.RevokedToken == tok}
+	}
+	return nil
+}
+
+// Renew records a renewal by holder; the token never changes. A renewal is a change of
+// spec.renewTime: the manager times expiry from when it observes that value change, so when now
+// would store the value already there (a frozen or coarse clock, or the same microsecond), the
+// stored value is moved on by a microsecond.
+func Renew(l *coordinationv1.Lease, holder string, tok token.Token, now time.Time) error {
+	if err := CheckHolder(l, holder, tok); err != nil {
+		return err
+	}
+	t := metav1.NewMicroTime(now.Truncate(time.Microsecond))
+	if prev := l.Spec.RenewTime; prev != nil && prev.Truncate(time.Microsecond).Equal(t.Time) {
+		t = metav1.NewMicroTime(t.Add(time.Microsecond))
+	}
+	l.Spec.RenewTime = &t
+	return nil
+}
+
+// Release ends holder's grant and serves the queue in the same write (see serve). q is the
+// lock's queue, read after l; it may be nil when the Lease does not say waiters may be queued,
+// and Release returns ErrQueueNeeded when it does. The token stays on the Lease so the fence
+// keeps refusing lower tokens.
+func Release(l *coordinationv1.Lease, holder string, tok token.Token, q *Queue, now time.Time) (Handover, error) {
+	return end(l, holder, tok, q, Client, now)
+}
+
+// Revoke ends holder's grant on behalf of the manager (it expired, or its pod ended), records
+// the revoked token when revoked is set, so the holder and observers can tell why, and serves
+// the queue in the same write. q is as for Release.
+func Revoke(l *coordinationv1.Lease, holder string, tok token.Token, revoked bool, q *Queue, now time.Time) (Handover, error) {
+	h, err := end(l, holder, tok, q, Manager, now)
+	if err == nil && revoked {
+		setAnnotation(l, locksv1alpha1.RevokedTokenAnnotation, tok.String())
+	}
+	return h, err
+}
+
+func end(l *coordinationv1.Lease, holder string, tok token.Token, q *Queue, by Actor, now time.Time) (Handover, error) {
+	if err := CheckHolder(l, holder, tok); err != nil {
+		return Handover{}, err
+	}
+	s, _ := Read(l) // CheckHolder has read it
+	if s.Waiting && q == nil {
+		return Handover{}, ErrQueueNeeded
+	}
+	l.Spec.HolderIdentity = nil
+	s.Holder = ""
+	return serve(l, s, q, by, now)
+}
+
+// Settle is the manager's write on a lock nobody else will serve: on a free lock, grant the
+// queue's live head (or keep serving the pod it is kept for) and drop a reservation whose pod
+// is no longer queued; on any lock, drop the waiting mark when the queue is empty. q is the
+// queue as the manager judged it (Judge). It reports whether l changed.
+func Settle(l *coordinationv1.Lease, q Queue, now time.Time) (Handover, bool, error) {
+	s, err := Read(l)
+	if err != nil {
+		return Handover{}, false, err
+	}
+	before := l.DeepCopy()
+	var h Handover
+	switch {
+	case !s.Initialized():
+		return Handover{}, false, ErrNotInitialized
+	case s.Held():
+		if _, ok := q.Head(s.Served); !ok && s.Waiting {
+			delete(l.Annotations, locksv1alpha1.WaitingAnnotation)
+		} else if ok && !s.Waiting {
+			setAnnotation(l, locksv1alpha1.WaitingAnnotation, "true")
+		}
+	default:
+		if h, err = serve(l, s, &q, Manager, now); err != nil {
+			return Handover{}, false, err
+		}
+	}
+	return h, !annotationsAndHolderEqual(before, l), nil
+}
+
+// serve is the end of every write that leaves the lock free (a release, a revocation, a
+// settlement): the lock goes to the live head of q (Queue.Head) in the same write. A client
+// cannot grant a pod, so a pod head is served by keeping the free lock for it (Reserved) until
+// the manager grants it. The waiting mark is left set exactly when waiters remain after the one
+// served, and cleared when the queue read was empty; a waiter that joined after q was read sets
+// it again when it sees it cleared.
+func serve(l *coordinationv1.Lease, s State, q *Queue, by Actor, now time.Time) (Handover, error) {
+	delete(l.Annotations, locksv1alpha1.ReservedAnnotation)
+	var waiting []Waiter
+	if q != nil {
+		waiting = q.Waiting(s.Served)
+	}
+	if len(waiting) == 0 {
+		delete(l.Annotations, locksv1alpha1.WaitingAnnotation)
+		return Handover{}, nil
+	}
+	head := waiting[0]
+	if head.IsPod() && by != Manager {
+		setAnnotation(l, locksv1alpha1.ReservedAnnotation, head.Ticket.String())
+		setAnnotation(l, locksv1alpha1.WaitingAnnotation, "true")
+		return Handover{Reserved: head.Ticket}, nil
+	}
+	tok, err := grant(l, s, head.Holder, now)
+	if err != nil {
+		return Handover{}, err
+	}
+	setAnnotation(l, locksv1alpha1.TicketAnnotation, head.Ticket.String())
+	if len(waiting) > 1 {
+		setAnnotation(l, locksv1alpha1.WaitingAnnotation, "true")
+	} else {
+		delete(l.Annotations, locksv1alpha1.WaitingAnnotation)
+	}
+	return Handover{To: &head, Token: tok}, nil
+}
+
+// MarkWaiting sets the waiting mark on the lock's Lease l, the second step of joining the queue,
+// and reports whether it changed. A queued waiter sets it again whenever it sees it cleared.
+func MarkWaiting(l *coordinationv1.Lease) bool {
+	if l.Annotations[locksv1alpha1.WaitingAnnotation] == "true" {
+		return false
+	}
+	setAnnotation(l, locksv1alpha1.WaitingAnnotation, "true")
+	return true
+}
+
+// Served reports whether the Lease state s shows the grant of holder's queue entry t.
+func Served(s State, holder string, t Ticket) bool { return s.Holder == holder && s.Served == t && t != 0 }
+
+// Skipped reports whether the lock has served past ticket t without serving holder: the entry
+// was dropped (judged dead or malformed) and the waiter must join again.
+func Skipped(s State, holder string, t Ticket) bool { return s.Served >= t && !Served(s, holder, t) }
+
+// MarkLeft is the second step of leaving the queue, after the entry with ticket t was removed:
+// a write to the lock's Lease, so that a handover computed from a queue read before the entry went
+// fails its compare-and-swap rather than grant a waiter that left. A Lease that shows holder
+// served with t already is refused with ErrServedWhileLeaving: release that grant instead.
+func MarkLeft(l *coordinationv1.Lease, holder string, t Ticket) error {
+	s, err := Read(l)
+	if err != nil {
+		return err
+	}
+	if Served(s, holder, t) {
+		return ErrServedWhileLeaving
+	}
+	setAnnotation(l, locksv1alpha1.LeftAnnotation, t.String())
+	return nil
+}
+
+// ErrServedWhileLeaving means a waiter that left the queue was granted the lock before its
+// leaving reached the Lease: it holds the lock and must release it (which serves the next waiter).
+var ErrServedWhileLeaving = errors.New("the lock was handed to this waiter before it left the queue: release it")
+
+// annotationsAndHolderEqual reports whether a Settle changed nothing a reader decides on.
+func annotationsAndHolderEqual(a, b *coordinationv1.Lease) bool {
+	if len(a.Annotations) != len(b.Annotations) {
+		return false
+	}
+	for k, v := range a.Annotations {
+		if w, ok := b.Annotations[k]; !ok || w != v {
+			return false
+		}
+	}
+	ah, bh := a.Spec.HolderIdentity, b.Spec.HolderIdentity
+	return (ah == nil) == (bh == nil) && (ah == nil || *ah == *bh)
+}
