@@ -92,8 +92,7 @@ func Judge(q Queue, served Ticket, seen map[Ticket]Seen, podWaits func(holder st
 	}
 	for _, w := range q.Waiters {
 		if w.Ticket <= served {
-			j.Changed = true // served entries go with the next write
-			continue
+			continue // served entries go with the next write; not worth one of their own
 		}
 		if w.IsPod() {
 			if !podWaits(w.Holder) {
