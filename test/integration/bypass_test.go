@@ -232,7 +232,8 @@ var _ = Describe("No way around the fence", func() {
 		handover := renew.DeepCopy()
 		handover.Spec.HolderIdentity = new("eve")
 		handover.Annotations[locksv1alpha1.TokenAnnotation] = renew.ResourceVersion
-		Expect(mallory.Update(ctx, handover)).To(Succeed(), "a handover is a release and a grant in one write")
+		handover.Annotations[locksv1alpha1.TicketAnnotation] = "1" // the queue head's ticket
+		Expect(mallory.Update(ctx, handover)).To(Succeed(), "a handover is a release and a grant to the queue's head in one write")
 		release := handover.DeepCopy()
 		release.Spec.HolderIdentity = nil
 		Expect(mallory.Update(ctx, release)).To(Succeed())
