@@ -214,7 +214,7 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 
 	r.announceWaiters(&fl, qp)
 	before, status := *fl.Status.DeepCopy(), computeStatus(&fl, st, qp, now)
-	wake := p.deadline // the only timers: a grant's deadline, and a coalesced status write
+	wake := p.deadline // the timers: a grant's deadline, a queued client's liveness deadline, a coalesced status write
 	if !equality.Semantic.DeepEqual(before, status) {
 		if wait := r.observer.statusWait(key, now, r.statusMinInterval); wait > 0 {
 			wake = earliest(wake, now.Add(wait))

@@ -72,13 +72,7 @@ func (r *FencedLockReconciler) ensureLease(ctx context.Context, fl *locksv1alpha
 		if _, err := lease.Initialize(next); err != nil {
 			return err
 		}
-		if served != 0 {
-			// A recreated Lease forgot which tickets were served. Count every ticket issued so
-			// far as served: queued clients then see they were passed over and join again, and
-			// the controller queues its pods again, instead of the queue serving entries of
-			// waiters long gone, one lease duration each.
-			next.Annotations[locksv1alpha1.TicketAnnotation] = served.String()
-		}
+		lease.ServeIssued(next, served)
 		next.Spec.LeaseDurationSeconds = &fl.Spec.LeaseDurationSeconds
 		return controllerutil.SetControllerReference(fl, next, r.Scheme())
 	})

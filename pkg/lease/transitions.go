@@ -86,6 +86,16 @@ func Initialize(l *coordinationv1.Lease) (changed bool, err error) {
 	return true, nil
 }
 
+// ServeIssued counts every ticket up to issued as served, on a Lease stamped afresh (Initialize)
+// after it was deleted: it forgot which tickets were served, and the queue's entries are of
+// waiters that may be long gone. Queued clients then see they were passed over and join again
+// (Skipped), and the manager queues its pods again, instead of the queue serving stale entries.
+func ServeIssued(l *coordinationv1.Lease, issued Ticket) {
+	if issued != 0 {
+		setAnnotation(l, locksv1alpha1.TicketAnnotation, issued.String())
+	}
+}
+
 // Grant makes holder the holder of a free lock that nobody waits for, with the resourceVersion l
 // was read at as its token. A lock that is held, kept for a queued pod, or waited for is refused
 // with a HeldError: the caller joins the queue instead.
