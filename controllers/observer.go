@@ -60,8 +60,8 @@ type observation struct {
 // observer remembers the last observation of each lock. After a restart every lease gets a fresh
 // observation, which can only postpone an expiry, never advance it.
 type observer struct {
-	mu   sync.Mutex
-	obs  map[types.NamespacedName]observation
+	mu  sync.Mutex
+	obs map[types.NamespacedName]observation
 	// seen is what the last judgment of each lock's queue saw of its queued clients (lease.Judge).
 	seen map[types.NamespacedName]map[lease.Ticket]lease.Seen
 	// held counts the locks whose last observation has a holder (the locks-held gauge).

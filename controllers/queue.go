@@ -43,11 +43,11 @@ type queueInput struct {
 	q      lease.Queue
 	served lease.Ticket // the lock's last queued grant (State.Served)
 	holder string
-	lock   string                   // the lock's name
-	holds  holdsFunc                // which other locks a pod holds (pods asking for several)
-	pods   []corev1.Pod             // the pods asking for the lock
+	lock   string                      // the lock's name
+	holds  holdsFunc                   // which other locks a pod holds (pods asking for several)
+	pods   []corev1.Pod                // the pods asking for the lock
 	seen   map[lease.Ticket]lease.Seen // what the last judgment saw of the queued clients
-	window time.Duration            // lease.Window of the lock
+	window time.Duration               // lease.Window of the lock
 	now    time.Time
 }
 

@@ -178,7 +178,8 @@ func Release(l *coordinationv1.Lease, holder string, tok token.Token, q *Queue, 
 // Revoke ends holder's grant on behalf of the manager (it expired, or its pod ended), records
 // the revoked token when revoked is set, so the holder and observers can tell why, and serves
 // the queue in the same write. q is as for Release.
-func Revoke(l *coordinationv1.Lease, holder string, tok token.Token, revoked bool, q *Queue, now time.Time) (Handover, error) {
+func Revoke(l *coordinationv1.Lease, holder string, tok token.Token, revoked bool, q *Queue,
+	now time.Time) (Handover, error) {
 	h, err := end(l, holder, tok, q, Manager, now)
 	if err == nil && revoked {
 		setAnnotation(l, locksv1alpha1.RevokedTokenAnnotation, tok.String())
@@ -273,7 +274,9 @@ func MarkWaiting(l *coordinationv1.Lease) bool {
 }
 
 // Served reports whether the Lease state s shows the grant of holder's queue entry t.
-func Served(s State, holder string, t Ticket) bool { return s.Holder == holder && s.Served == t && t != 0 }
+func Served(s State, holder string, t Ticket) bool {
+	return s.Holder == holder && s.Served == t && t != 0
+}
 
 // Skipped reports whether the lock has served past ticket t without serving holder: the entry
 // was dropped (judged dead or malformed) and the waiter must join again.

@@ -1,0 +1,439 @@
+/*
+Copyright 2026 The fencedlock Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package lease_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/pkg/token"
+)
+
+// The conformance table (testdata/conformance.yaml, whose header describes a case) run against
+// the pure transitions: runner (a). test/integration/conformance_test.go runs the same table
+// against the API server and its admission policies, and the worked example of docs/protocol.md.
+
+type conformanceState struct {
+	ResourceVersion string            `json:"resourceVersion"`
+	Holder          string            `json:"holder"`
+	Token           string            `json:"token"`
+	Annotations     map[string]string `json:"annotations"`
+}
+
+type conformanceOutcome struct {
+	Holder          string            `json:"holder"`
+	Token           string            `json:"token"`
+	Granted         bool              `json:"granted"`
+	Renewed         bool              `json:"renewed"`
+	Annotations     map[string]string `json:"annotations"`
+	QueueRead       *bool             `json:"queueRead"`
+	Queue           *string           `json:"queue"`
+	QueueUnreadable *string           `json:"queueUnreadable"`
+	Ticket          uint64            `json:"ticket"`
+}
+
+type conformanceCase struct {
+	Name       string           `json:"name"`
+	Before     conformanceState `json:"before"`
+	Queue      *string          `json:"queue"`
+	Actor      string           `json:"actor"`
+	Transition string           `json:"transition"`
+	Args       struct {
+		Token   string   `json:"token"`
+		Ticket  uint64   `json:"ticket"`
+		Revoked bool     `json:"revoked"`
+		Gone    []string `json:"gone"`
+	} `json:"args"`
+	Write  *conformanceOutcome `json:"write"`
+	Expect struct {
+		Admitted *conformanceOutcome `json:"admitted"`
+		Refused  *struct {
+			Error   string `json:"error"`
+			Message string `json:"message"`
+			Policy  string `json:"policy"`
+		} `json:"refused"`
+	} `json:"expect"`
+}
+
+func loadConformance(t *testing.T) []conformanceCase {
+	t.Helper()
+	b, err := os.ReadFile("testdata/conformance.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table struct {
+		Cases []conformanceCase `json:"cases"`
+	}
+	if err := yaml.UnmarshalStrict(b, &table); err != nil {
+		t.Fatalf("testdata/conformance.yaml: %v", err)
+	}
+	return table.Cases
+}
+
+// protocolAnnotations are the lock Lease annotations a case's outcome lists (the token aside).
+var protocolAnnotations = []string{
+	locksv1alpha1.TicketAnnotation, locksv1alpha1.ReservedAnnotation, locksv1alpha1.WaitingAnnotation,
+	locksv1alpha1.LeftAnnotation, locksv1alpha1.RevokedTokenAnnotation,
+}
+
+var conformanceNow = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func beforeLease(c conformanceCase) *coordinationv1.Lease {
+	earlier := metav1.NewMicroTime(conformanceNow.Add(-5 * time.Second))
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lock", ResourceVersion: c.Before.ResourceVersion,
+			Annotations: maps.Clone(c.Before.Annotations)},
+		Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](15), LeaseTransitions: ptr.To[int32](7)},
+	}
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	if c.Before.Token != "" {
+		l.Annotations[locksv1alpha1.TokenAnnotation] = c.Before.Token
+	}
+	if c.Before.Holder != "" {
+		l.Spec.HolderIdentity = new(c.Before.Holder)
+		l.Spec.AcquireTime, l.Spec.RenewTime = &earlier, &earlier
+	}
+	return l
+}
+
+// resolveToken turns an outcome's token ("same", "rv", "rv+N", or a number) into a value.
+func resolveToken(spec, before, rv string) (string, error) {
+	switch {
+	case spec == "same":
+		return before, nil
+	case spec == "rv":
+		return rv, nil
+	case strings.HasPrefix(spec, "rv+"):
+		n, err1 := strconv.ParseUint(rv, 10, 64)
+		d, err2 := strconv.ParseUint(strings.TrimPrefix(spec, "rv+"), 10, 64)
+		if err := errors.Join(err1, err2); err != nil {
+			return "", err
+		}
+		return strconv.FormatUint(n+d, 10), nil
+	}
+	if _, err := strconv.ParseUint(spec, 10, 64); err != nil {
+		return "", fmt.Errorf("token %q: want same, rv, rv+N or a number", spec)
+	}
+	return spec, nil
+}
+
+// expandAnnotations replaces "$token" by the token before.
+func expandAnnotations(a map[string]string, beforeToken string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		out[k] = strings.ReplaceAll(v, "$token", beforeToken)
+	}
+	return out
+}
+
+func protocolAnnotationsOf(l *coordinationv1.Lease) map[string]string {
+	out := map[string]string{}
+	for _, k := range protocolAnnotations {
+		if v, ok := l.Annotations[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// checkLease compares the lock Lease after a transition with an outcome.
+func checkLease(t *testing.T, c conformanceCase, before, after *coordinationv1.Lease, want conformanceOutcome) {
+	t.Helper()
+	if got := ptr.Deref(after.Spec.HolderIdentity, ""); got != want.Holder {
+		t.Errorf("holder = %q, want %q", got, want.Holder)
+	}
+	wantTok, err := resolveToken(want.Token, c.Before.Token, before.ResourceVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := after.Annotations[locksv1alpha1.TokenAnnotation]; got != wantTok {
+		t.Errorf("token = %q, want %q (%s)", got, wantTok, want.Token)
+	}
+	if got, exp := protocolAnnotationsOf(after), expandAnnotations(want.Annotations, c.Before.Token); !maps.Equal(got, exp) {
+		t.Errorf("annotations = %v, want %v", got, exp)
+	}
+	transitions := ptr.Deref(after.Spec.LeaseTransitions, 0) - ptr.Deref(before.Spec.LeaseTransitions, 0)
+	if want.Granted {
+		if transitions != 1 {
+			t.Errorf("leaseTransitions moved by %d in a grant, want 1", transitions)
+		}
+		if after.Spec.AcquireTime == nil || !after.Spec.AcquireTime.Equal(new(metav1.NewMicroTime(conformanceNow))) ||
+			after.Spec.RenewTime == nil || !after.Spec.RenewTime.Equal(after.Spec.AcquireTime) {
+			t.Errorf("a grant sets acquireTime = renewTime = now; got %v, %v", after.Spec.AcquireTime, after.Spec.RenewTime)
+		}
+	} else if transitions != 0 {
+		t.Errorf("leaseTransitions moved by %d without a grant", transitions)
+	}
+	renewed := !ptr.Deref(after.Spec.RenewTime, metav1.MicroTime{}).Time.Equal(ptr.Deref(before.Spec.RenewTime, metav1.MicroTime{}).Time)
+	if want.Renewed && !renewed {
+		t.Error("renewTime did not move on")
+	}
+	if !want.Renewed && !want.Granted && renewed {
+		t.Error("renewTime moved without a renewal or grant")
+	}
+}
+
+// comparableQueue is a queue's content without the informational since.
+type comparableQueue struct {
+	Next      lease.Ticket
+	Waiters   []lease.Waiter
+	Malformed []string
+}
+
+func compareQueue(q lease.Queue) comparableQueue {
+	c := comparableQueue{Next: q.Next}
+	for _, w := range q.Waiters {
+		w.Since = metav1.Time{}
+		c.Waiters = append(c.Waiters, w)
+	}
+	for _, m := range q.Malformed {
+		var b bytes.Buffer
+		if err := json.Compact(&b, m.Raw); err != nil {
+			c.Malformed = append(c.Malformed, string(m.Raw))
+			continue
+		}
+		c.Malformed = append(c.Malformed, b.String())
+	}
+	return c
+}
+
+func queueLease(c conformanceCase) *coordinationv1.Lease {
+	ql := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "fencedlock-queue-uid",
+		ResourceVersion: "118", Annotations: map[string]string{}}}
+	if c.Queue != nil {
+		ql.Annotations[locksv1alpha1.QueueAnnotation] = *c.Queue
+	}
+	return ql
+}
+
+// errorKind names an error of pkg/lease as the table does.
+func errorKind(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case lease.IsHeld(err):
+		return "HeldError"
+	case lease.IsLost(err):
+		return "LostError"
+	case errors.Is(err, lease.ErrNotInitialized):
+		return "NotInitialized"
+	case errors.Is(err, lease.ErrServedWhileLeaving):
+		return "ServedWhileLeaving"
+	case errors.Is(err, errNotQueued):
+		return "NotQueued"
+	case errors.Is(err, lease.ErrQueueNeeded):
+		return "QueueNeeded"
+	}
+	return "other: " + err.Error()
+}
+
+var errNotQueued = errors.New("no queue entry with this ticket and holder")
+
+// lockTransition runs a transition of the lock Lease the way every driver does: without the
+// queue first, and again with the queue (read after the Lease) if the function asks for it.
+func lockTransition(l *coordinationv1.Lease, q lease.Queue, f func(*coordinationv1.Lease, *lease.Queue) error) (
+	out *coordinationv1.Lease, queueRead bool, err error) {
+	out = l.DeepCopy()
+	if err = f(out, nil); errors.Is(err, lease.ErrQueueNeeded) {
+		out = l.DeepCopy()
+		err = f(out, &q)
+		return out, true, err
+	}
+	return out, false, err
+}
+
+// run applies the case's transition to a copy of the lock Lease l (and of the queue Lease ql);
+// it returns the Lease written (the lock's or the queue's) and the join's ticket.
+func run(c conformanceCase, transition string, l, ql *coordinationv1.Lease) (
+	lockAfter, queueAfter *coordinationv1.Lease, queueRead bool, ticket lease.Ticket, err error) {
+	st, _ := lease.Read(l)
+	q := lease.ReadQueue(ql)
+	tok := st.Token
+	if c.Args.Token != "" {
+		if tok, err = token.Parse(c.Args.Token); err != nil {
+			return nil, nil, false, 0, err
+		}
+	}
+	queueOp := func(change func(q *lease.Queue) bool) (*coordinationv1.Lease, error) {
+		out := ql.DeepCopy()
+		q := lease.ReadQueue(out)
+		if !change(&q) {
+			return nil, errNotQueued
+		}
+		return out, lease.WriteQueue(out, q)
+	}
+	switch transition {
+	case "grant":
+		lockAfter = l.DeepCopy()
+		_, err = lease.Grant(lockAfter, c.Actor, conformanceNow)
+	case "renew":
+		lockAfter = l.DeepCopy()
+		err = lease.Renew(lockAfter, c.Actor, tok, conformanceNow)
+	case "release":
+		lockAfter, queueRead, err = lockTransition(l, q, func(next *coordinationv1.Lease, q *lease.Queue) error {
+			_, err := lease.Release(next, c.Actor, tok, q, conformanceNow)
+			return err
+		})
+	case "revoke":
+		lockAfter, queueRead, err = lockTransition(l, q, func(next *coordinationv1.Lease, q *lease.Queue) error {
+			_, err := lease.Revoke(next, st.Holder, tok, c.Args.Revoked, q, conformanceNow)
+			return err
+		})
+	case "settle":
+		gone := map[string]bool{}
+		for _, g := range c.Args.Gone {
+			gone[g] = true
+		}
+		j := lease.Judge(q, st.Served, nil, func(h string) bool { return !gone[h] }, lease.Window(st.Duration), conformanceNow)
+		lockAfter = l.DeepCopy()
+		_, _, err = lease.Settle(lockAfter, j.Queue, conformanceNow)
+	case "markWaiting":
+		lockAfter = l.DeepCopy()
+		lease.MarkWaiting(lockAfter)
+	case "markLeft":
+		lockAfter = l.DeepCopy()
+		err = lease.MarkLeft(lockAfter, c.Actor, lease.Ticket(c.Args.Ticket))
+	case "join":
+		queueAfter, err = queueOp(func(q *lease.Queue) bool { ticket = q.Join(c.Actor, st.Served, conformanceNow); return true })
+	case "beat":
+		queueAfter, err = queueOp(func(q *lease.Queue) bool { return q.Beat(lease.Ticket(c.Args.Ticket), c.Actor) })
+	case "leave":
+		queueAfter, err = queueOp(func(q *lease.Queue) bool { return q.Leave(lease.Ticket(c.Args.Ticket), c.Actor) })
+	default:
+		err = fmt.Errorf("unknown transition %q", transition)
+	}
+	return lockAfter, queueAfter, queueRead, ticket, err
+}
+
+func TestConformance(t *testing.T) {
+	cases := loadConformance(t)
+	if len(cases) == 0 {
+		t.Fatal("no cases")
+	}
+	names := map[string]bool{}
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			if names[c.Name] {
+				t.Fatalf("duplicate case name %q", c.Name)
+			}
+			names[c.Name] = true
+			if (c.Expect.Admitted == nil) == (c.Expect.Refused == nil) {
+				t.Fatal("a case expects exactly one of admitted and refused")
+			}
+			l, ql := beforeLease(c), queueLease(c)
+			if c.Transition == "raw" {
+				checkRaw(t, c, l, ql)
+				return
+			}
+			lockAfter, queueAfter, queueRead, ticket, err := run(c, c.Transition, l, ql)
+			if r := c.Expect.Refused; r != nil {
+				if got := errorKind(err); got != r.Error {
+					t.Fatalf("refusal = %q (%v), want %q", got, err, r.Error)
+				}
+				if r.Error == "" {
+					t.Fatal("a refused case that is not raw names the function's error")
+				}
+				if !strings.Contains(err.Error(), r.Message) {
+					t.Errorf("error %q does not say %q", err, r.Message)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%s refused: %v", c.Transition, err)
+			}
+			want := *c.Expect.Admitted
+			if want.QueueRead != nil && *want.QueueRead != queueRead {
+				t.Errorf("queue read = %v, want %v", queueRead, *want.QueueRead)
+			}
+			if lockAfter != nil {
+				checkLease(t, c, l, lockAfter, want)
+			}
+			if queueAfter != nil {
+				if want.Queue == nil {
+					t.Fatal("a queue transition's outcome gives the queue after")
+				}
+				if got, exp := compareQueue(lease.ReadQueue(queueAfter)), compareQueue(lease.ParseQueue(*want.Queue)); !equalJSON(got, exp) {
+					t.Errorf("queue after = %+v\nwant %+v\n(stored %s)", got, exp, queueAfter.Annotations[locksv1alpha1.QueueAnnotation])
+				}
+				if got := queueAfter.Annotations[locksv1alpha1.QueueUnreadableAnnotation]; got != ptr.Deref(want.QueueUnreadable, "") {
+					t.Errorf("queue-unreadable = %q, want %q", got, ptr.Deref(want.QueueUnreadable, ""))
+				}
+				if lease.Ticket(want.Ticket) != ticket && c.Transition == "join" {
+					t.Errorf("ticket = %d, want %d", ticket, want.Ticket)
+				}
+			}
+		})
+	}
+}
+
+// checkRaw checks that a raw write the policy refuses is made by none of the transitions its
+// actor may run from the state before (grant, renew, release, markWaiting; revoke and settle for
+// the manager). Raw writes the policy admits are written for the API server's runner only.
+func checkRaw(t *testing.T, c conformanceCase, l, ql *coordinationv1.Lease) {
+	t.Helper()
+	if c.Write == nil {
+		t.Fatal("a raw case gives its write")
+	}
+	if c.Expect.Refused == nil {
+		return
+	}
+	if c.Expect.Refused.Policy == "" {
+		t.Fatal("a refused raw write names the policy's refusal")
+	}
+	wantTok, err := resolveToken(c.Write.Token, c.Before.Token, l.ResourceVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transitions := []string{"grant", "renew", "release", "markWaiting"}
+	if c.Actor == "manager" {
+		transitions = append(transitions, "revoke", "settle")
+	}
+	for _, tr := range transitions {
+		after, _, _, _, err := run(c, tr, l, ql)
+		if err != nil || after == nil {
+			continue
+		}
+		if ptr.Deref(after.Spec.HolderIdentity, "") == c.Write.Holder &&
+			after.Annotations[locksv1alpha1.TokenAnnotation] == wantTok &&
+			maps.Equal(protocolAnnotationsOf(after), expandAnnotations(c.Write.Annotations, c.Before.Token)) {
+			t.Errorf("%s by %s makes the write the policy refuses", tr, c.Actor)
+		}
+	}
+}
+
+func equalJSON(a, b any) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}

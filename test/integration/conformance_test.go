@@ -1,0 +1,363 @@
+/*
+Copyright 2026 The fencedlock Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/test/util"
+)
+
+// Runner (b) of the conformance table pkg/lease/testdata/conformance.yaml (its header describes a
+// case): every case with a write is sent to the real API server, with config/policy installed, as
+// the case's actor: an ordinary user (RBAC on Leases, nothing of fencedlock's) for a client, a
+// cluster admin (allowed verb grant on fencedlocks, hence the manager for the policy) for the
+// manager. The table is shared with pkg/lease/conformance_test.go (runner (a), the pure
+// transitions) and protocol_example_test.go (runner (c), the shell example of docs/protocol.md).
+
+type conformanceState struct {
+	ResourceVersion string            `json:"resourceVersion"`
+	Holder          string            `json:"holder"`
+	Token           string            `json:"token"`
+	Annotations     map[string]string `json:"annotations"`
+}
+
+type conformanceOutcome struct {
+	Holder          string            `json:"holder"`
+	Token           string            `json:"token"`
+	Granted         bool              `json:"granted"`
+	Renewed         bool              `json:"renewed"`
+	Annotations     map[string]string `json:"annotations"`
+	QueueRead       *bool             `json:"queueRead"`
+	Queue           *string           `json:"queue"`
+	QueueUnreadable *string           `json:"queueUnreadable"`
+	Ticket          uint64            `json:"ticket"`
+}
+
+type conformanceCase struct {
+	Name       string           `json:"name"`
+	Before     conformanceState `json:"before"`
+	Queue      *string          `json:"queue"`
+	Actor      string           `json:"actor"`
+	Transition string           `json:"transition"`
+	Args       struct {
+		Token   string   `json:"token"`
+		Ticket  uint64   `json:"ticket"`
+		Revoked bool     `json:"revoked"`
+		Gone    []string `json:"gone"`
+	} `json:"args"`
+	Write  *conformanceOutcome `json:"write"`
+	Expect struct {
+		Admitted *conformanceOutcome `json:"admitted"`
+		Refused  *struct {
+			Error   string `json:"error"`
+			Message string `json:"message"`
+			Policy  string `json:"policy"`
+		} `json:"refused"`
+	} `json:"expect"`
+}
+
+// conformanceCases reads the table; it runs while the spec tree is built.
+func conformanceCases() ([]conformanceCase, error) {
+	b, err := os.ReadFile(filepath.Join(util.RepoRoot(), "pkg", "lease", "testdata", "conformance.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var table struct {
+		Cases []conformanceCase `json:"cases"`
+	}
+	if err := yaml.UnmarshalStrict(b, &table); err != nil {
+		return nil, fmt.Errorf("pkg/lease/testdata/conformance.yaml: %w", err)
+	}
+	return table.Cases, nil
+}
+
+// write is the write the case sends, and whether the API server should admit it: the admitted
+// state, or the write a client skipping the protocol's check would send (refused by the policy
+// when the case names the policy's refusal). Nil when the case has no write (a refusal by the
+// pure function alone).
+func (c conformanceCase) write() (w *conformanceOutcome, admitted bool) {
+	switch {
+	case c.Write != nil:
+		return c.Write, c.Expect.Refused == nil || c.Expect.Refused.Policy == ""
+	case c.Expect.Admitted != nil:
+		return c.Expect.Admitted, true
+	}
+	return nil, false
+}
+
+func (c conformanceCase) queueWrite() bool {
+	return c.Transition == "join" || c.Transition == "beat" || c.Transition == "leave"
+}
+
+// conformanceAnnotations are the lock Lease annotations a case's outcome lists (the token aside).
+var conformanceAnnotations = []string{
+	locksv1alpha1.TicketAnnotation, locksv1alpha1.ReservedAnnotation, locksv1alpha1.WaitingAnnotation,
+	locksv1alpha1.LeftAnnotation, locksv1alpha1.RevokedTokenAnnotation,
+}
+
+func protocolAnnotationsOf(l *coordinationv1.Lease) map[string]string {
+	out := map[string]string{}
+	for _, k := range conformanceAnnotations {
+		if v, ok := l.Annotations[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// setProtocolAnnotations replaces l's protocol annotations (the token aside) by a, with "$token"
+// standing for tok.
+func setProtocolAnnotations(l *coordinationv1.Lease, a map[string]string, tok string) {
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	for _, k := range conformanceAnnotations {
+		delete(l.Annotations, k)
+	}
+	for k, v := range a {
+		l.Annotations[k] = strings.ReplaceAll(v, "$token", tok)
+	}
+}
+
+func expandToken(a map[string]string, tok string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		out[k] = strings.ReplaceAll(v, "$token", tok)
+	}
+	return out
+}
+
+// conformanceToken resolves an outcome's token ("same", "rv", "rv+N", or a number) against the
+// installed state.
+func conformanceToken(spec, installedToken, rv string) string {
+	switch {
+	case spec == "same":
+		return installedToken
+	case spec == "rv":
+		return rv
+	case strings.HasPrefix(spec, "rv+"):
+		n, err := strconv.ParseUint(rv, 10, 64)
+		Expect(err).NotTo(HaveOccurred())
+		d, err := strconv.ParseUint(strings.TrimPrefix(spec, "rv+"), 10, 64)
+		Expect(err).NotTo(HaveOccurred())
+		return strconv.FormatUint(n+d, 10)
+	}
+	return spec
+}
+
+// installConformance installs a case's state before, as the manager would write it (a cluster
+// admin): the queue Lease's queue annotation, then the lock Lease's holder and annotations. A
+// holder is installed by a grant, so the installed token is the resourceVersion of that write,
+// whatever the table's number. It returns the lock Lease and the queue Lease as installed.
+func installConformance(ns, name string, c conformanceCase) (lock, queue *coordinationv1.Lease) {
+	cur := getLease(ns, name)
+	queue = getLease(ns, lease.QueueOf(cur))
+	if queue.Annotations == nil {
+		queue.Annotations = map[string]string{}
+	}
+	delete(queue.Annotations, locksv1alpha1.QueueUnreadableAnnotation)
+	if c.Queue != nil {
+		queue.Annotations[locksv1alpha1.QueueAnnotation] = *c.Queue
+	} else {
+		delete(queue.Annotations, locksv1alpha1.QueueAnnotation)
+	}
+	ExpectWithOffset(1, k8sClient.Update(ctx, queue)).To(Succeed())
+
+	lock = cur.DeepCopy()
+	setProtocolAnnotations(lock, c.Before.Annotations, "")
+	if c.Before.Holder != ptr.Deref(cur.Spec.HolderIdentity, "") {
+		if c.Before.Holder == "" {
+			lock.Spec.HolderIdentity = nil
+		} else {
+			t := metav1.NewMicroTime(time.Now())
+			lock.Spec.HolderIdentity = new(c.Before.Holder)
+			lock.Spec.AcquireTime, lock.Spec.RenewTime = &t, &t
+			lock.Spec.LeaseTransitions = new(ptr.Deref(cur.Spec.LeaseTransitions, 0) + 1)
+			lock.Annotations[locksv1alpha1.TokenAnnotation] = cur.ResourceVersion
+		}
+	}
+	ExpectWithOffset(1, k8sClient.Update(ctx, lock)).To(Succeed())
+	return lock, queue
+}
+
+// conformanceWrite builds the case's write from the installed state.
+func conformanceWrite(c conformanceCase, w *conformanceOutcome, lock, queue *coordinationv1.Lease) *coordinationv1.Lease {
+	if c.queueWrite() {
+		out := queue.DeepCopy()
+		out.Annotations[locksv1alpha1.QueueAnnotation] = ptr.Deref(w.Queue, "")
+		if w.QueueUnreadable != nil {
+			out.Annotations[locksv1alpha1.QueueUnreadableAnnotation] = *w.QueueUnreadable
+		}
+		return out
+	}
+	out := lock.DeepCopy()
+	tok := lock.Annotations[locksv1alpha1.TokenAnnotation]
+	out.Spec.HolderIdentity = nil
+	if w.Holder != "" {
+		out.Spec.HolderIdentity = new(w.Holder)
+	}
+	out.Annotations[locksv1alpha1.TokenAnnotation] = conformanceToken(w.Token, tok, lock.ResourceVersion)
+	setProtocolAnnotations(out, w.Annotations, tok)
+	now := metav1.NewMicroTime(time.Now())
+	if w.Granted {
+		out.Spec.AcquireTime, out.Spec.RenewTime = &now, &now
+		out.Spec.LeaseTransitions = new(ptr.Deref(lock.Spec.LeaseTransitions, 0) + 1)
+	}
+	if w.Renewed {
+		out.Spec.RenewTime = &now
+	}
+	return out
+}
+
+// sameQueue compares two queue values entry by entry, "since" ignored.
+func sameQueue(got, want string) (bool, string) {
+	norm := func(q lease.Queue) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "next=%d", q.Next)
+		for _, w := range q.Waiters {
+			fmt.Fprintf(&b, " {%d %q beat=%d}", w.Ticket, w.Holder, w.Beat)
+		}
+		for _, m := range q.Malformed {
+			var c bytes.Buffer
+			if json.Compact(&c, m.Raw) != nil {
+				c.Reset()
+				c.Write(m.Raw)
+			}
+			fmt.Fprintf(&b, " malformed:%s", c.String())
+		}
+		return b.String()
+	}
+	g, w := norm(lease.ParseQueue(got)), norm(lease.ParseQueue(want))
+	return g == w, fmt.Sprintf("queue %s\nwant  %s", g, w)
+}
+
+// expectConformanceLease checks the lock Lease against an outcome, the lock having been
+// installed as installed.
+func expectConformanceLease(ns, name string, installed *coordinationv1.Lease, w *conformanceOutcome) {
+	got := getLease(ns, name)
+	tok := installed.Annotations[locksv1alpha1.TokenAnnotation]
+	ExpectWithOffset(1, ptr.Deref(got.Spec.HolderIdentity, "")).To(Equal(w.Holder), "holder")
+	ExpectWithOffset(1, got.Annotations[locksv1alpha1.TokenAnnotation]).
+		To(Equal(conformanceToken(w.Token, tok, installed.ResourceVersion)), "token (%s)", w.Token)
+	ExpectWithOffset(1, protocolAnnotationsOf(got)).To(Equal(expandToken(w.Annotations, tok)), "annotations")
+	transitions := ptr.Deref(got.Spec.LeaseTransitions, 0) - ptr.Deref(installed.Spec.LeaseTransitions, 0)
+	if w.Granted {
+		ExpectWithOffset(1, transitions).To(Equal(int32(1)), "a grant moves leaseTransitions on by one")
+		ExpectWithOffset(1, got.Spec.AcquireTime).NotTo(BeNil())
+		ExpectWithOffset(1, got.Spec.RenewTime).To(Equal(got.Spec.AcquireTime), "a grant sets acquireTime = renewTime")
+	} else {
+		ExpectWithOffset(1, transitions).To(BeZero(), "leaseTransitions moves only in a grant")
+	}
+	renewed := !ptr.Deref(got.Spec.RenewTime, metav1.MicroTime{}).Time.Equal(ptr.Deref(installed.Spec.RenewTime, metav1.MicroTime{}).Time)
+	ExpectWithOffset(1, renewed).To(Equal(w.Renewed || w.Granted), "renewTime moves in a renewal or a grant only")
+}
+
+// expectConformanceQueue checks the queue Lease against an outcome.
+func expectConformanceQueue(ns, name string, w *conformanceOutcome) {
+	got := getLease(ns, name)
+	ok, diff := sameQueue(got.Annotations[locksv1alpha1.QueueAnnotation], ptr.Deref(w.Queue, ""))
+	ExpectWithOffset(1, ok).To(BeTrue(), diff)
+	ExpectWithOffset(1, got.Annotations[locksv1alpha1.QueueUnreadableAnnotation]).To(Equal(ptr.Deref(w.QueueUnreadable, "")))
+}
+
+var _ = Describe("The conformance table against the API server", Ordered, ContinueOnFailure, func() {
+	cases, loadErr := conformanceCases()
+	var (
+		ns     string
+		client client.Client
+		names  = map[string]string{}
+	)
+
+	BeforeAll(func() {
+		Expect(loadErr).NotTo(HaveOccurred())
+		ns = newNamespace()
+		client, _ = ordinaryUser(ns, "conformance-client")
+		for i, c := range cases {
+			if w, _ := c.write(); w == nil {
+				continue
+			}
+			names[c.Name] = fmt.Sprintf("case-%02d", i)
+			newLock(ns, names[c.Name], 15)
+		}
+		for _, name := range names {
+			Eventually(func() error {
+				_, err := clientset.CoordinationV1().Leases(ns).Get(ctx, lease.QueueOf(getLease(ns, name)), metav1.GetOptions{})
+				return err
+			}, 10*time.Second, 20*time.Millisecond).Should(Succeed(), "the manager creates the queue Lease of %s", name)
+		}
+		By("stopping the manager, so that nothing but the case writes the installed state")
+		stopManager()
+		DeferCleanup(startManager)
+	})
+
+	for _, c := range cases {
+		w, admitted := c.write()
+		if w == nil {
+			continue
+		}
+		It(c.Name, func() {
+			name := names[c.Name]
+			writer := client
+			if c.Actor == "manager" {
+				writer = k8sClient
+			}
+			var (
+				lock, queue, sent *coordinationv1.Lease
+				err               error
+			)
+			for attempt := 0; ; attempt++ {
+				lock, queue = installConformance(ns, name, c)
+				sent = conformanceWrite(c, w, lock, queue)
+				if err = writer.Update(ctx, sent); !apierrors.IsConflict(err) || attempt == 5 {
+					break
+				}
+			}
+			if !admitted {
+				policyDenied(err, "fencedlock-lease-protocol", c.Expect.Refused.Policy)
+				Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+				return
+			}
+			Expect(err).NotTo(HaveOccurred(), "the write of the case was refused")
+
+			if c.queueWrite() {
+				expectConformanceQueue(ns, queue.Name, w)
+				return
+			}
+			expectConformanceLease(ns, name, lock, w)
+		})
+	}
+})
