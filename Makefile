@@ -81,6 +81,9 @@ test: verify helm-lint vet envtest-assets kustomize ## Run all tests: unit, envt
 	# The product's packages run under the race detector (concurrent reconciles, shared maps);
 	# the suites under test/ drive it from outside and run without it.
 	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" go test -race $$(go list ./... | grep -v /test/) -count=1 -timeout 20m
+	# The protocol's model check in full (under -race only its small configurations run): it
+	# prints the states it explored.
+	go test ./pkg/lease/ -run 'TestModel$$' -count=1 -v | grep -E 'states|^(ok|FAIL|---)'
 	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" go test ./test/... -count=1 -timeout 20m
 	hack/e2e.sh
 

@@ -50,6 +50,11 @@ func (t Ticket) String() string { return strconv.FormatUint(uint64(t), 10) }
 // MaxHolderLen is the longest holder identity a queue entry may carry, in bytes.
 const MaxHolderLen = 1024
 
+// MaxTicket is the highest ticket a queue entry may carry: the largest integer a JSON number holds
+// exactly in every client (JavaScript, jq), and far from the uint64 limit, so that ticket + 1
+// never wraps. Joins add 1: no queue reaches it.
+const MaxTicket Ticket = 1<<53 - 1
+
 // Waiter is one entry of a lock's queue.
 type Waiter struct {
 	// Ticket is the waiter's place in the queue, at least 1.
@@ -128,7 +133,7 @@ func ParseQueue(v string) Queue {
 		return Queue{Unreadable: v}
 	}
 	var next uint64
-	if len(doc.Next) > 0 && json.Unmarshal(doc.Next, &next) != nil {
+	if len(doc.Next) > 0 && (json.Unmarshal(doc.Next, &next) != nil || Ticket(next) > MaxTicket+1) {
 		// A next that is not a ticket is recomputed from the entries (see Join); not worth
 		// throwing the entries away for.
 		next = 0
@@ -158,6 +163,8 @@ func parseEntry(raw json.RawMessage) (Waiter, string) {
 	switch {
 	case e.Ticket == nil || *e.Ticket == 0:
 		return Waiter{}, "ticket missing or zero"
+	case Ticket(*e.Ticket) > MaxTicket:
+		return Waiter{}, fmt.Sprintf("ticket %d is above %d", *e.Ticket, MaxTicket)
 	case e.Holder == nil || *e.Holder == "":
 		return Waiter{}, "holder missing or empty"
 	case len(*e.Holder) > MaxHolderLen:

@@ -120,4 +120,9 @@ func TestQueueBound(t *testing.T) {
 	if q := ParseQueue(`{"waiters":[{"ticket":1,"holder":"` + strings.Repeat("x", MaxHolderLen+1) + `"}]}`); len(q.Malformed) != 1 {
 		t.Fatalf("a holder over %d bytes is malformed: %+v", MaxHolderLen, q)
 	}
+	// A ticket with no successor would wrap every ticket computed after it.
+	q := ParseQueue(`{"next": 18446744073709551615, "waiters":[{"ticket":18446744073709551615,"holder":"evil"}]}`)
+	if len(q.Malformed) != 1 || q.Join("b", 0, time.Unix(1, 0)) != 1 {
+		t.Fatalf("a ticket above MaxTicket is malformed and next is recomputed: %+v", q)
+	}
 }

@@ -1,0 +1,1904 @@
+/*
+Copyright 2026 The fencedlock Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package lease
+
+// The engine of the model check (model_test.go says what is modelled): the state, the steps of
+// the clients, the manager and the pod, the properties checked on every write and state, and the
+// explorer.
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/token"
+)
+
+var (
+	mcT0      = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // every client's clock, and when entries were seen
+	mcWindow  = time.Second                                 // lease.Window of the modelled lock
+	mcJudgeAt = mcT0.Add(mcWindow)                          // the manager's now: one window after mcT0
+	mcLeases  = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+)
+
+const (
+	mcPod     = "pod/p/uid1" // the queued pod's holder identity
+	mcDead    = "d"          // a client that crashed before the model starts (seed mcSeedDeadHead)
+	mcLockUID = "uid-lock"
+)
+
+// ---------------------------------------------------------------------------------------------
+// Configuration.
+
+type mcSeed int
+
+const (
+	mcSeedNone      mcSeed = iota
+	mcSeedMalformed        // the queue starts with a malformed entry {"ticket":"x","holder":"evil"}
+	mcSeedDeadHead         // the queue's head is mcDead's entry, and the lock Lease is marked waited for
+	// mcSeedMaxTicket: the queue starts with a well-formed hostile entry {"ticket":2^64-1,
+	// "holder":"evil"} (nobody runs "evil"; the manager judges it dead).
+	mcSeedMaxTicket
+)
+
+// mcMutation puts a deliberately broken transition back, to show the checker has teeth.
+type mcMutation int
+
+const (
+	_ mcMutation = iota // the protocol as written
+	// mcRawHead: the manager serves the queue as stored, before its own judgment (it ignores that
+	// it judged the head dead).
+	mcRawHead
+	// mcGreedyNewcomer: a client takes a free lock although the Lease says waiters are queued.
+	mcGreedyNewcomer
+	// mcNoMarkLeft: a waiter that gives up removes its entry but skips lease.MarkLeft.
+	mcNoMarkLeft
+	// mcLastWriteWins: the API server ignores the resourceVersion precondition of updates.
+	mcLastWriteWins
+	// mcNoSettle: the manager never serves a free lock (lease.Settle is not written on a free lock).
+	mcNoSettle
+)
+
+type mcClientCfg struct {
+	id     string
+	cycles int // acquire cycles
+	renews int // optional renewals per holding
+}
+
+type mcConfig struct {
+	name    string
+	clients []mcClientCfg // at most 3
+	pod     bool          // a pod waits for the lock (the manager queues it)
+	seed    mcSeed
+	// Failure budgets, shared by all clients.
+	crashes, pauses, lost, giveUps int
+	lostJoin                       bool // lost responses may hit queue joins too (not only grants and releases)
+	podDeletes                     int
+	mutation                       mcMutation
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lease versions.
+
+// mcVer is one stored version of a Lease. It is never changed once stored: states share it.
+type mcVer struct {
+	l            *coordinationv1.Lease
+	rv           uint64
+	st           State  // lock Lease: lease.Read
+	q            Queue  // queue Lease: lease.ReadQueue (read-only: clone before changing)
+	tok, revoked uint64 // lock Lease: token and revoked-token annotations (revisions)
+	shape        uint32 // everything else the model can observe, interned
+}
+
+func (m *mcModel) lockVer(l *coordinationv1.Lease) (*mcVer, error) {
+	st, err := Read(l)
+	if err != nil {
+		return nil, err
+	}
+	rv, err := strconv.ParseUint(l.ResourceVersion, 10, 64)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(l.Annotations))
+	for k := range l.Annotations {
+		if k != locksv1alpha1.TokenAnnotation && k != locksv1alpha1.RevokedTokenAnnotation {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	b.WriteString(st.Holder)
+	for _, k := range keys {
+		b.WriteString("|" + k + "=" + l.Annotations[k])
+	}
+	// Not encoded: acquireTime, renewTime and leaseTransitions. No decision of the model reads
+	// them (liveness is abstracted), so states that differ only there behave alike.
+	return &mcVer{l: l, rv: rv, st: st, tok: uint64(st.Token), revoked: uint64(st.RevokedToken),
+		shape: m.intern(b.String())}, nil
+}
+
+func (m *mcModel) queueVer(l *coordinationv1.Lease) (*mcVer, error) {
+	rv, err := strconv.ParseUint(l.ResourceVersion, 10, 64)
+	if err != nil {
+		return nil, err
+	}
+	return &mcVer{l: l, rv: rv, q: ReadQueue(l),
+		shape: m.intern(l.Annotations[locksv1alpha1.QueueAnnotation] + "|" +
+			l.Annotations[locksv1alpha1.QueueUnreadableAnnotation])}, nil
+}
+
+func cloneQueue(q Queue) Queue {
+	q.Waiters, q.Malformed = slices.Clone(q.Waiters), slices.Clone(q.Malformed)
+	return q
+}
+
+// mcEncodeQueue is the queue annotation WriteQueue stores for q.
+func mcEncodeQueue(q Queue) (string, error) {
+	var l coordinationv1.Lease
+	if err := WriteQueue(&l, q); err != nil {
+		return "", err
+	}
+	return l.Annotations[locksv1alpha1.QueueAnnotation], nil
+}
+
+func mcHasEntry(q Queue, holder string, t Ticket) bool {
+	return slices.ContainsFunc(q.Waiters, func(w Waiter) bool { return w.Is(t, holder) })
+}
+
+// ---------------------------------------------------------------------------------------------
+// State.
+
+type mcPC uint8
+
+// A client's pc names the API call it makes next (its local decisions are made right after the
+// call before, as pkg/lock makes them).
+const (
+	pcFinished   mcPC = iota // all acquire cycles done
+	pcAcqRead                // acquire: read the lock Lease (a list or a watch event), then attempt
+	pcGrantCAS               // acquire: write lease.Grant on the copy read (a newcomer)
+	pcJoinReadQ              // join: read the queue Lease
+	pcJoinCAS                // join: write Queue.Join
+	pcMarkCAS                // write MarkWaiting on the lock copy the join decided from
+	pcBeatReadQ              // a resumed waiter shows its entry alive: read the queue Lease
+	pcBeatCAS                // write Queue.Beat
+	pcHold                   // holding: next, Renew, or the first call of its release
+	pcRenewCAS               // write Renew
+	pcRenewRead              // renew conflicted: re-read the lock Lease
+	pcRelReadQ               // release: Release asked for the queue: read the queue Lease
+	pcRelCAS                 // release: write Release
+	pcRelRead                // release conflicted or its response was lost: re-read the lock Lease
+	pcLeaveReadQ             // leave: read the queue Lease
+	pcLeaveCAS               // leave: write Queue.Leave
+	pcLeftRead               // leave: read the lock Lease
+	pcLeftCAS                // leave: write MarkLeft
+)
+
+var mcPCNames = [...]string{"finished", "acquire:read", "acquire:grant", "join:readQ", "join:write",
+	"markWaiting", "beat:readQ", "beat:write", "hold", "renew:write", "renew:read", "release:readQ",
+	"release:write", "release:read", "leave:readQ", "leave:write", "left:read", "left:write"}
+
+type mcClient struct {
+	pc            mcPC
+	cyclesLeft    int8 // acquire cycles still to start after this one
+	renewsLeft    int8
+	ticket        Ticket // the queue ticket this acquisition waits on (a.ticket)
+	owed          Ticket // ghost: ticket owed FIFO (its join landed, then a lock write marked waiting)
+	leaveT        Ticket // the ticket being left
+	leaving       bool   // running the leave protocol (and releasing a grant served while leaving)
+	markAfterJoin bool   // the copy the join decided from showed no waiting mark
+	hasQ          bool   // release: the queue was read for this attempt
+	crashed       bool
+	paused        bool
+	stale         bool   // resumed, and has shown no sign of life since (judgeable dead)
+	lock          *mcVer // lock Lease copy: g.lease, or the copy a decision or write is computed from
+	q             *mcVer // queue Lease copy a queue write or a release is computed from
+	tok           uint64 // belief: the token of the grant this client holds, 0 if none
+	unsure        uint64 // token of a grant write whose response was lost
+}
+
+type mcMgrPC uint8
+
+const (
+	mIdle      mcMgrPC = iota // next: read the lock Lease (a reconcile starts)
+	mReadQ                    // read the queue Lease, judge it, plan
+	mWriteQ                   // write the judged queue
+	mWriteLock                // write the plan (Revoke or Settle)
+)
+
+type mcPlan uint8
+
+const (
+	planKeep mcPlan = iota
+	planSettle
+	planRevoke  // lease.Revoke, revoked=true: a paused, crashed or silent holder
+	planRelease // lease.Revoke, revoked=false: a pod holder whose pod is gone
+)
+
+type mcManager struct {
+	pc      mcMgrPC
+	plan    mcPlan
+	lock    *mcVer
+	q       *mcVer
+	judged  string    // the judged queue (WriteQueue encoding), what the plan serves
+	judgedQ *Queue    // judged, parsed (read-only: clone before changing)
+	basis   uint64    // queue revision the judged queue stands for (its write, else the read)
+	drops   []mcEntry // entries the judgment drops (dead clients, gone pods)
+}
+
+type mcEntry struct {
+	holder string
+	t      Ticket
+}
+
+type mcDrop struct {
+	mcEntry
+	rev uint64 // queue revision of the write that dropped it
+}
+
+type mcPodState struct {
+	granted, deleted bool
+	owed             Ticket // ghost, as mcClient.owed
+}
+
+type mcState struct {
+	rev         uint64 // etcd's revision: the last one issued
+	lock, queue *mcVer
+	cl          [3]mcClient
+	mgr         mcManager
+	pod         mcPodState
+	// ghost state for the properties
+	maxIssued, maxEnded uint64    // highest token granted; highest token whose grant ended
+	left                []mcEntry // entries whose owner completed the leave protocol
+	dropped             []mcDrop  // entries the manager dropped as dead or gone
+	// budgets left
+	crashes, pauses, lost, giveUps, podDeletes int8
+
+	id       int32  // not part of the state: its index in the explorer
+	lostUsed bool   // not part of the state: the step applied a write and lost its response
+	ev       uint32 // not part of the state: the events (mcEvent) of the step that made it
+	viol     string // not part of the state: a property the step that made this state broke
+	note     string // not part of the state: what the step did (traces only)
+}
+
+func (s *mcState) clone() *mcState {
+	ns := *s
+	ns.viol, ns.note, ns.lostUsed, ns.ev = "", "", false, 0
+	return &ns
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events: situations the exploration reached, counted to show the model is not vacuous.
+
+type mcEvent uint8
+
+const (
+	evNewcomer mcEvent = iota
+	evHandover
+	evHandoverToJudgeable
+	evReserved
+	evPodGranted
+	evPodReleased
+	evRevoked
+	evRevokedHandover
+	evRevokedUnaware
+	evSettleServes
+	evSettleMarks
+	evSettleClears
+	evServed
+	evSkipped
+	evMarkAgain
+	evBeatGone
+	evDroppedDead
+	evDroppedGone
+	evDroppedMalformed
+	evLeft
+	evServedWhileLeaving
+	evLostGrantRecognised
+	evLostJoin
+	evLostRelease
+	evGrantLost
+	evCount
+)
+
+var mcEventNames = [evCount]string{"newcomer grant", "handover by release", "handover to a judgeable-dead waiter",
+	"release kept the lock for the pod", "pod granted", "gone pod's grant released", "revoked",
+	"revoked with handover", "revoked a grant its holder did not know of", "settle served the queue",
+	"settle set the waiting mark", "settle cleared the waiting mark", "waiter saw it was served",
+	"waiter saw it was skipped", "waiter marked again", "beat found the entry gone", "dropped a dead waiter",
+	"dropped a gone pod", "dropped a malformed entry", "leave completed", "served while leaving, released",
+	"lost grant response recognised", "lost join response (orphan entry)", "lost release response",
+	"grant found lost"}
+
+func (m *mcModel) hit(s *mcState, e mcEvent) { s.ev |= 1 << e }
+
+// ---------------------------------------------------------------------------------------------
+// Model.
+
+type mcModel struct {
+	cfg     mcConfig
+	ids     []string
+	shapes  map[string]uint32
+	tracing bool
+	seedA   maphash.Seed
+	seedB   maphash.Seed
+	buf     []byte
+	lk, qk  []uint64
+}
+
+func newModel(cfg mcConfig) *mcModel {
+	m := &mcModel{cfg: cfg, shapes: map[string]uint32{}, seedA: maphash.MakeSeed(), seedB: maphash.MakeSeed()}
+	for _, c := range cfg.clients {
+		m.ids = append(m.ids, c.id)
+	}
+	return m
+}
+
+func (m *mcModel) intern(s string) uint32 {
+	if id, ok := m.shapes[s]; ok {
+		return id
+	}
+	id := uint32(len(m.shapes) + 1)
+	m.shapes[s] = id
+	return id
+}
+
+func (m *mcModel) clientOf(holder string) int {
+	return slices.Index(m.ids, holder)
+}
+
+func (m *mcModel) say(s *mcState, format string, args ...any) {
+	if m.tracing {
+		s.note += fmt.Sprintf(format, args...)
+	}
+}
+
+func (m *mcModel) fail(s *mcState, format string, args ...any) {
+	if s.viol == "" {
+		s.viol = fmt.Sprintf(format, args...)
+	}
+}
+
+func (m *mcModel) initial() (*mcState, error) {
+	s := &mcState{rev: 10}
+	lock := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lock", ResourceVersion: "10",
+			Labels: map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "locks.fencedlock.io/v1alpha1",
+				Kind: "FencedLock", Name: "lock", UID: mcLockUID, Controller: new(true)}}},
+		Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: new(int32(15))},
+	}
+	if changed, err := Initialize(lock); err != nil || !changed {
+		return nil, fmt.Errorf("Initialize = %v, %v", changed, err)
+	}
+	q := Queue{Next: 1}
+	switch m.cfg.seed {
+	case mcSeedMalformed:
+		q.Malformed = []Malformed{{Raw: json.RawMessage(`{"ticket":"x","holder":"evil"}`)}}
+	case mcSeedMaxTicket:
+		q.Waiters = []Waiter{{Ticket: ^Ticket(0), Holder: "evil"}}
+	case mcSeedDeadHead:
+		q.Join(mcDead, 0, mcT0)
+		MarkWaiting(lock) // mcDead joined, marked the lock waited for, and crashed
+	}
+	s.rev++
+	lock.ResourceVersion = strconv.FormatUint(s.rev, 10)
+	name := QueueOf(lock)
+	if name == "" {
+		return nil, errors.New("QueueOf found no queue for the lock Lease")
+	}
+	ql := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+	if err := WriteQueue(ql, q); err != nil {
+		return nil, err
+	}
+	s.rev++
+	ql.ResourceVersion = strconv.FormatUint(s.rev, 10)
+	var err error
+	if s.lock, err = m.lockVer(lock); err != nil {
+		return nil, err
+	}
+	if s.queue, err = m.queueVer(ql); err != nil {
+		return nil, err
+	}
+	s.maxIssued = s.lock.tok // the stamp is the first token
+	for i, c := range m.cfg.clients {
+		s.cl[i] = mcClient{pc: pcAcqRead, cyclesLeft: int8(c.cycles - 1)}
+	}
+	s.crashes, s.pauses, s.lost = int8(m.cfg.crashes), int8(m.cfg.pauses), int8(m.cfg.lost)
+	s.giveUps, s.podDeletes = int8(m.cfg.giveUps), int8(m.cfg.podDeletes)
+	return s, nil
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writes: the API server's compare-and-swap, through lease.CAS.
+
+type mcWriter struct {
+	m      *mcModel
+	s      *mcState
+	lock   bool // the lock Lease, else the queue Lease
+	lost   bool // apply the write but lose its response
+	stored *mcVer
+	err    error // the stored Lease does not parse: a transition wrote garbage
+}
+
+func (w *mcWriter) Update(_ context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	cur := w.s.queue
+	if w.lock {
+		cur = w.s.lock
+	}
+	if l.ResourceVersion != cur.l.ResourceVersion && w.m.cfg.mutation != mcLastWriteWins {
+		return nil, apierrors.NewConflict(mcLeases, l.Name, errors.New("the object has been modified"))
+	}
+	w.s.rev++
+	l.ResourceVersion = strconv.FormatUint(w.s.rev, 10)
+	var v *mcVer
+	if w.lock {
+		v, w.err = w.m.lockVer(l)
+	} else {
+		v, w.err = w.m.queueVer(l)
+	}
+	if w.err != nil {
+		return nil, w.err
+	}
+	w.stored = v
+	if w.lost {
+		return nil, apierrors.NewTimeoutError("the response was lost", 1)
+	}
+	return l, nil
+}
+
+// mcMeta is what a lock write was decided from, for the properties.
+type mcMeta struct {
+	basis uint64 // queue revision the served queue was read at (or written at, by the manager)
+	q     *Queue // the queue the write served, nil if none
+}
+
+// casLock writes mutate(copy of from) to the lock Lease, conditioned on from's resourceVersion.
+// It reports the stored version when the write was applied (also when its response was lost).
+func (m *mcModel) casLock(s *mcState, from *mcVer, lost bool, meta mcMeta,
+	mutate func(*coordinationv1.Lease) error) (*mcVer, error) {
+	w := &mcWriter{m: m, s: s, lock: true, lost: lost}
+	_, err := CAS(context.Background(), w, from.l, mutate)
+	if w.err != nil {
+		m.fail(s, "a write stored a lock Lease that does not parse: %v", w.err)
+	}
+	if w.stored != nil {
+		s.lostUsed = s.lostUsed || lost
+		old := s.lock
+		s.lock = w.stored
+		m.afterLockWrite(s, old, w.stored, meta)
+	}
+	return w.stored, err
+}
+
+func (m *mcModel) casQueue(s *mcState, from *mcVer, lost bool, change func(*Queue)) (*mcVer, error) {
+	w := &mcWriter{m: m, s: s, lost: lost}
+	_, err := CAS(context.Background(), w, from.l, func(next *coordinationv1.Lease) error {
+		q := cloneQueue(from.q)
+		change(&q)
+		return WriteQueue(next, q)
+	})
+	if w.err != nil {
+		m.fail(s, "a write stored a queue Lease that does not parse: %v", w.err)
+	}
+	if w.stored != nil {
+		s.lostUsed = s.lostUsed || lost
+		s.queue = w.stored
+	}
+	return w.stored, err
+}
+
+// afterLockWrite checks the write old -> nw against the properties and updates the ghost state.
+func (m *mcModel) afterLockWrite(s *mcState, old, nw *mcVer, meta mcMeta) {
+	os, ns := old.st, nw.st
+	changedGrant := ns.Holder != os.Holder || ns.Token != os.Token
+	if os.Held() && changedGrant {
+		s.maxEnded = max(s.maxEnded, uint64(os.Token)) // that grant ended
+	}
+	if ns.Held() && changedGrant {
+		tok := uint64(ns.Token)
+		if tok <= s.maxIssued {
+			m.fail(s, "P2 token order: %s granted token %d, not above the highest token issued before (%d)",
+				ns.Holder, tok, s.maxIssued)
+		}
+		s.maxIssued = max(s.maxIssued, tok)
+		if ns.Served != os.Served {
+			m.checkQueueGrant(s, ns.Holder, ns.Served, os.Served, meta, "granted")
+			if m.deadJudgeable(s, Waiter{Ticket: ns.Served, Holder: ns.Holder}) && ns.Holder != mcPod {
+				m.hit(s, evHandoverToJudgeable)
+			}
+		} else {
+			m.hit(s, evNewcomer)
+			if os.Waiting || os.Reserved != 0 {
+				m.fail(s, "P6 fairness: newcomer %s took the lock although the Lease it read showed waiting=%v reserved=%d",
+					ns.Holder, os.Waiting, os.Reserved)
+			}
+			for _, w := range m.liveWaiters(s, true) {
+				if w.t > os.Served {
+					m.fail(s, "P6 fairness: newcomer %s took the lock while %s (ticket %d) waited in the queue",
+						ns.Holder, w.holder, w.t)
+				}
+			}
+		}
+		if ns.Holder == mcPod {
+			s.pod.granted = true // the manager ungates it
+			m.hit(s, evPodGranted)
+		}
+	}
+	if ns.Reserved != 0 && ns.Reserved != os.Reserved {
+		holder := "?"
+		if meta.q != nil {
+			if i := slices.IndexFunc(meta.q.Waiters, func(w Waiter) bool { return w.Ticket == ns.Reserved }); i >= 0 {
+				holder = meta.q.Waiters[i].Holder
+			}
+		}
+		m.checkQueueGrant(s, holder, ns.Reserved, os.Served, meta, "reserved the lock for")
+		m.hit(s, evReserved)
+	}
+	if ns.Held() && uint64(ns.Token) <= s.maxEnded {
+		m.fail(s, "P3 ended token: the Lease is held by %s with token %d, and the grant with token %d has ended",
+			ns.Holder, ns.Token, s.maxEnded)
+	}
+	if ns.Served != os.Served { // Served only grows: tickets at or below it are never served again
+		s.left = slices.DeleteFunc(slices.Clone(s.left), func(e mcEntry) bool { return e.t <= ns.Served })
+		s.dropped = slices.DeleteFunc(slices.Clone(s.dropped), func(d mcDrop) bool { return d.t <= ns.Served })
+	}
+	if ns.Waiting { // a lock write after their join marks the lock waited for: owed FIFO from now on
+		for i := range m.ids {
+			c := &s.cl[i]
+			if c.ticket != 0 && mcHasEntry(s.queue.q, m.ids[i], c.ticket) {
+				c.owed = c.ticket
+			}
+		}
+		if m.podAsking(s) {
+			if i := slices.IndexFunc(s.queue.q.Waiters, func(w Waiter) bool { return w.Holder == mcPod }); i >= 0 {
+				s.pod.owed = s.queue.q.Waiters[i].Ticket
+			}
+		}
+	}
+}
+
+// checkQueueGrant checks a write that served the queue entry (holder, t) (P4, P5, P6).
+func (m *mcModel) checkQueueGrant(s *mcState, holder string, t, served Ticket, meta mcMeta, what string) {
+	if slices.Contains(s.left, mcEntry{holder, t}) {
+		m.fail(s, "P4 left: %s %s (ticket %d), which completed leaving the queue", what, holder, t)
+	}
+	for _, d := range s.dropped {
+		if d.mcEntry == (mcEntry{holder, t}) && meta.basis >= d.rev {
+			m.fail(s, "P5 dropped: %s %s (ticket %d), dropped as dead at queue revision %d, from a queue of revision %d",
+				what, holder, t, d.rev, meta.basis)
+		}
+	}
+	for _, w := range m.liveWaiters(s, false) { // owed or not: tickets are issued in join order
+		if w.t > served && w.t < t {
+			m.fail(s, "P6 fairness: %s %s (ticket %d), overtaking the live waiter %s (ticket %d)",
+				what, holder, t, w.holder, w.t)
+		}
+	}
+}
+
+// liveWaiters lists the live waiters: entry stored (its join landed), owner running normally (not
+// crashed, paused or resumed-but-silent), not leaving; with owed, only those owed FIFO: a lock
+// write marked the lock waited for after their join landed.
+func (m *mcModel) liveWaiters(s *mcState, owed bool) []mcEntry {
+	var out []mcEntry
+	for i, id := range m.ids {
+		c := &s.cl[i]
+		if c.crashed || c.paused || c.stale || c.leaving || c.ticket == 0 || owed && c.owed != c.ticket {
+			continue
+		}
+		if mcHasEntry(s.queue.q, id, c.ticket) {
+			out = append(out, mcEntry{id, c.ticket})
+		}
+	}
+	if m.podAsking(s) {
+		if i := slices.IndexFunc(s.queue.q.Waiters, func(w Waiter) bool { return w.Holder == mcPod }); i >= 0 {
+			if t := s.queue.q.Waiters[i].Ticket; !owed || s.pod.owed == t {
+				out = append(out, mcEntry{mcPod, t})
+			}
+		}
+	}
+	return out
+}
+
+// checkState checks the properties that hold in every state (P1, P3).
+func (m *mcModel) checkState(s *mcState) {
+	st := s.lock.st
+	for i, id := range m.ids {
+		c := &s.cl[i]
+		if c.tok == 0 || c.crashed {
+			continue
+		}
+		if c.tok > uint64(st.Token) {
+			m.fail(s, "P1 belief: %s believes it holds token %d, above the lock's token %d", id, c.tok, st.Token)
+		}
+		if st.Held() && c.tok == uint64(st.Token) && st.Holder != id {
+			m.fail(s, "P1 belief: %s believes it holds the lock's current token %d, but the Lease's holder is %s",
+				id, c.tok, st.Holder)
+		}
+		for j := i + 1; j < len(m.ids); j++ {
+			if d := &s.cl[j]; !d.crashed && d.tok == c.tok {
+				m.fail(s, "P1 belief: %s and %s both believe they hold token %d", id, m.ids[j], c.tok)
+			}
+		}
+	}
+	if st.Held() && uint64(st.Token) <= s.maxEnded {
+		m.fail(s, "P3 ended token: the Lease is held with token %d, not above ended token %d", st.Token, s.maxEnded)
+	}
+}
+
+// ---------------------------------------------------------------------------------------------
+// Steps.
+
+type mcKind uint8
+
+const (
+	kindStep    mcKind = iota // a step of a running actor: used by the progress check
+	kindFailure               // crash, pause, resume, lost response, give up, pod deleted while waiting
+)
+
+type mcEmit func(ns *mcState, kind mcKind)
+
+func (m *mcModel) successors(s *mcState, emit mcEmit) {
+	norm := func(ns *mcState, kind mcKind) {
+		m.normalize(ns)
+		emit(ns, kind)
+	}
+	for i := range m.ids {
+		m.clientSteps(s, i, norm)
+	}
+	m.managerSteps(s, norm)
+	m.podSteps(s, norm)
+}
+
+// normalize makes every write that can only conflict now fail at once. A write conditioned on a
+// revision that is gone will conflict (revisions never come back), and a conflict (with the
+// reads before it) changes nothing anyone else reads: it commutes with every other step. So the
+// state with the doomed write pending and the state after its conflict reach the same states;
+// keeping only the latter saves most states of a model where every actor can hold stale copies.
+func (m *mcModel) normalize(s *mcState) {
+	if m.cfg.mutation == mcLastWriteWins {
+		return // stale writes succeed
+	}
+	for i := range m.ids {
+		c := &s.cl[i]
+		if c.crashed {
+			continue
+		}
+		staleLock := c.lock != nil && c.lock.rv != s.lock.rv
+		staleQ := c.q != nil && c.q.rv != s.queue.rv
+		var next mcPC
+		switch {
+		case c.pc == pcGrantCAS && staleLock, c.pc == pcMarkCAS && staleLock:
+			next = pcAcqRead
+		case c.pc == pcJoinCAS && staleQ:
+			next = pcJoinReadQ
+		case c.pc == pcBeatCAS && staleQ:
+			next = pcBeatReadQ
+		case c.pc == pcRenewCAS && staleLock:
+			next = pcRenewRead
+		case (c.pc == pcRelCAS || c.pc == pcRelReadQ) && staleLock:
+			next = pcRelRead
+		case c.pc == pcLeaveCAS && staleQ:
+			next = pcLeaveReadQ
+		case c.pc == pcLeftCAS && staleLock:
+			next = pcLeftRead
+		default:
+			continue
+		}
+		m.say(s, " [%s's pending %s conflicts]", m.ids[i], mcPCNames[c.pc])
+		c.pc = next
+		if next != pcJoinReadQ && next != pcBeatReadQ && next != pcLeaveReadQ {
+			c.q, c.hasQ = nil, false
+		} else {
+			c.q = nil
+		}
+	}
+	mg := &s.mgr
+	if mg.pc == mWriteQ && mg.q.rv != s.queue.rv || mg.pc == mWriteLock && mg.lock.rv != s.lock.rv {
+		m.say(s, " [the manager's pending write conflicts]")
+		m.managerIdle(s)
+	}
+}
+
+func (m *mcModel) clientSteps(s *mcState, i int, emit mcEmit) {
+	c := &s.cl[i]
+	id := m.ids[i]
+	if c.crashed || c.pc == pcFinished {
+		return
+	}
+	if c.paused { // resume, and take a step at once (a silent client looks paused to the manager)
+		r := s.clone()
+		r.cl[i].paused, r.cl[i].stale = false, true
+		m.say(r, "%s resumes (silent until it renews or beats); ", id)
+		m.runningSteps(r, i, func(ns *mcState, _ mcKind) { emit(ns, kindFailure) })
+		return
+	}
+	m.runningSteps(s, i, emit)
+	if s.lost > 0 && (c.pc == pcGrantCAS || c.pc == pcRelCAS || c.pc == pcHold || c.pc == pcJoinCAS) {
+		ns := s.clone()
+		ns.lost--
+		m.say(ns, "(lost response) ")
+		if m.step(ns, i, true); ns.lostUsed {
+			emit(ns, kindFailure)
+		}
+	}
+	if s.giveUps > 0 && c.pc == pcAcqRead && c.ticket != 0 {
+		ns := s.clone()
+		ns.giveUps--
+		nc := &ns.cl[i]
+		nc.leaveT, nc.ticket, nc.owed, nc.leaving, nc.pc = nc.ticket, 0, 0, true, pcLeaveReadQ
+		m.say(ns, "%s gives up waiting (ticket %d); ", id, nc.leaveT)
+		m.step(ns, i, false)
+		emit(ns, kindFailure)
+	}
+	if s.crashes > 0 {
+		ns := s.clone()
+		ns.crashes--
+		ns.cl[i] = mcClient{crashed: true}
+		m.say(ns, "%s crashes", id)
+		emit(ns, kindFailure)
+	}
+	if s.pauses > 0 {
+		ns := s.clone()
+		ns.pauses--
+		ns.cl[i].paused = true
+		m.say(ns, "%s pauses", id)
+		emit(ns, kindFailure)
+	}
+}
+
+// runningSteps are the steps client i may take next when nothing fails.
+func (m *mcModel) runningSteps(s *mcState, i int, emit mcEmit) {
+	c := &s.cl[i]
+	id := m.ids[i]
+	ns := s.clone()
+	m.step(ns, i, false)
+	emit(ns, kindStep)
+	if c.pc == pcAcqRead && c.ticket != 0 && c.stale { // its beat timer fired as well
+		ns := s.clone()
+		m.say(ns, "%s beats: ", id)
+		m.readQueue(ns, i, pcBeatCAS)
+		emit(ns, kindStep)
+	}
+	if c.pc == pcHold && c.renewsLeft > 0 {
+		ns := s.clone()
+		ns.cl[i].pc = pcRenewCAS
+		m.step(ns, i, false)
+		emit(ns, kindStep)
+	}
+}
+
+// step makes client i's next API call and the local decisions that follow it: one case per
+// step of the client's program, as pkg/lock sequences them.
+//
+//nolint:gocyclo // one switch over the client program's steps reads better than its pieces
+func (m *mcModel) step(s *mcState, i int, lost bool) {
+	c := &s.cl[i]
+	id := m.ids[i]
+	ctx := ""
+	if lost {
+		ctx = " (the write is applied but its response is lost)"
+	}
+	switch c.pc {
+	case pcAcqRead:
+		m.say(s, "%s reads the lock Lease: ", id)
+		m.attempt(s, i, s.lock)
+
+	case pcGrantCAS:
+		var tok token.Token
+		grant := m.grantFn()
+		out, err := m.casLock(s, c.lock, lost, mcMeta{}, func(next *coordinationv1.Lease) error {
+			var err error
+			tok, err = grant(next, id, mcT0)
+			return err
+		})
+		switch {
+		case out != nil && !lost:
+			m.say(s, "%s writes Grant: holds token %d", id, tok)
+			c.lock, c.stale = out, false
+			m.hold(s, i, uint64(tok))
+		case out != nil:
+			m.say(s, "%s writes Grant with token %d%s", id, tok, ctx)
+			c.unsure, c.pc = uint64(tok), pcAcqRead
+		case apierrors.IsConflict(err):
+			m.say(s, "%s writes Grant: conflict", id)
+			c.pc = pcAcqRead
+		default:
+			m.fail(s, "unexpected error from %s's Grant: %v", id, err)
+		}
+
+	case pcJoinReadQ:
+		m.say(s, "%s joins: ", id)
+		m.readQueue(s, i, pcJoinCAS)
+
+	case pcJoinCAS:
+		var t Ticket
+		served := c.lock.st.Served
+		out, err := m.casQueue(s, c.q, lost && m.cfg.lostJoin, func(q *Queue) { t = q.Join(id, served, mcT0) })
+		c.q = nil
+		switch {
+		case out != nil && !lost:
+			m.say(s, "%s writes Join: ticket %d", id, t)
+			if !mcHasEntry(out.q, id, t) {
+				m.fail(s, "P6 join: %s's join landed, but its entry (ticket %d) does not read back as a waiter "+
+					"(readers skip it): it is not queued", id, t)
+			}
+			c.ticket, c.owed, c.stale = t, 0, false
+			c.pc = pcAcqRead
+			if c.markAfterJoin {
+				c.pc = pcMarkCAS
+			}
+		case out != nil: // join returns an error: a.ticket = 0, and Acquire retries from a list
+			m.hit(s, evLostJoin)
+			m.say(s, "%s writes Join with ticket %d%s", id, t, ctx)
+			c.pc = pcAcqRead
+		case apierrors.IsConflict(err):
+			m.say(s, "%s writes Join: conflict", id)
+			c.pc = pcJoinReadQ
+		default:
+			m.fail(s, "unexpected error from %s's Join: %v", id, err)
+		}
+
+	case pcMarkCAS:
+		out, err := m.casLock(s, c.lock, false, mcMeta{}, func(next *coordinationv1.Lease) error {
+			MarkWaiting(next)
+			return nil
+		})
+		switch {
+		case out != nil:
+			m.say(s, "%s writes MarkWaiting", id)
+			if !c.markAfterJoin {
+				m.hit(s, evMarkAgain)
+			}
+		case apierrors.IsConflict(err):
+			m.say(s, "%s writes MarkWaiting: conflict", id)
+		default:
+			m.fail(s, "unexpected error from %s's MarkWaiting: %v", id, err)
+		}
+		c.pc = pcAcqRead
+
+	case pcBeatReadQ:
+		m.say(s, "%s beats: ", id)
+		m.readQueue(s, i, pcBeatCAS)
+
+	case pcBeatCAS:
+		out, err := m.casQueue(s, c.q, false, func(q *Queue) { q.Beat(c.ticket, id) })
+		c.q = nil
+		switch {
+		case out != nil:
+			m.say(s, "%s writes Beat", id)
+			c.stale, c.pc = false, pcAcqRead
+		case apierrors.IsConflict(err):
+			m.say(s, "%s writes Beat: conflict", id)
+			c.pc = pcBeatReadQ
+		default:
+			m.fail(s, "unexpected error from %s's Beat: %v", id, err)
+		}
+
+	case pcHold: // decides to release, and makes the first call of it
+		c.hasQ, c.q = false, nil
+		m.decideRelease(s, i)
+		if c.pc == pcRelReadQ || c.pc == pcRelCAS {
+			m.step(s, i, lost)
+		}
+
+	case pcRenewCAS:
+		tok := token.Token(c.tok)
+		out, err := m.casLock(s, c.lock, false, mcMeta{}, func(next *coordinationv1.Lease) error {
+			return Renew(next, id, tok, mcT0)
+		})
+		switch {
+		case out != nil:
+			m.say(s, "%s writes Renew", id)
+			c.lock, c.stale, c.pc = out, false, pcHold
+			c.renewsLeft--
+		case apierrors.IsConflict(err):
+			m.say(s, "%s writes Renew: conflict", id)
+			c.pc = pcRenewRead
+		default:
+			m.fail(s, "unexpected error from %s's Renew: %v", id, err)
+		}
+
+	case pcRenewRead:
+		c.lock = s.lock
+		if err := Renew(c.lock.l.DeepCopy(), id, token.Token(c.tok), mcT0); IsLost(err) {
+			m.say(s, "%s re-reads the lock Lease: its grant is lost", id)
+			m.hit(s, evGrantLost)
+			m.endCycle(s, i)
+		} else if err != nil {
+			m.fail(s, "unexpected error from %s's Renew: %v", id, err)
+		} else {
+			m.say(s, "%s re-reads the lock Lease", id)
+			c.pc = pcRenewCAS
+		}
+
+	case pcRelReadQ:
+		m.say(s, "%s reads the queue Lease for its release: %s", id, m.queueString(s.queue))
+		c.q, c.hasQ = s.queue, true
+		m.decideRelease(s, i)
+
+	case pcRelCAS:
+		tok := token.Token(c.tok)
+		var q *Queue
+		meta := mcMeta{}
+		if c.hasQ {
+			qq := cloneQueue(c.q.q)
+			q, meta = &qq, mcMeta{basis: c.q.rv, q: &qq}
+		}
+		var h Handover
+		out, err := m.casLock(s, c.lock, lost, meta, func(next *coordinationv1.Lease) error {
+			var err error
+			h, err = Release(next, id, tok, q, mcT0)
+			return err
+		})
+		switch {
+		case out != nil && !lost:
+			m.say(s, "%s writes Release%s", id, m.handoverString(h))
+			if h.To != nil {
+				m.hit(s, evHandover)
+			}
+			c.tok = 0
+			m.endCycle(s, i)
+		case out != nil: // Release returns an error: the caller calls it again (Grant.update)
+			m.hit(s, evLostRelease)
+			m.say(s, "%s writes Release%s%s", id, m.handoverString(h), ctx)
+			c.pc, c.hasQ, c.q = pcRelRead, false, nil
+		case apierrors.IsConflict(err):
+			m.say(s, "%s writes Release: conflict", id)
+			c.pc, c.hasQ, c.q = pcRelRead, false, nil
+		default:
+			m.fail(s, "unexpected error from %s's Release: %v", id, err)
+		}
+
+	case pcRelRead:
+		c.lock, c.hasQ, c.q = s.lock, false, nil
+		m.say(s, "%s re-reads the lock Lease to release: %s", id, m.stateString(c.lock.st))
+		m.decideRelease(s, i)
+
+	case pcLeaveReadQ:
+		m.say(s, "%s leaves: ", id)
+		m.readQueue(s, i, pcLeaveCAS)
+
+	case pcLeaveCAS:
+		out, err := m.casQueue(s, c.q, false, func(q *Queue) { q.Leave(c.leaveT, id) })
+		c.q = nil
+		switch {
+		case out != nil:
+			m.say(s, "%s writes Leave (ticket %d)", id, c.leaveT)
+			m.afterLeave(s, i)
+		case apierrors.IsConflict(err):
+			m.say(s, "%s writes Leave: conflict", id)
+			c.pc = pcLeaveReadQ
+		default:
+			m.fail(s, "unexpected error from %s's Leave: %v", id, err)
+		}
+
+	case pcLeftRead:
+		m.say(s, "%s reads the lock Lease to mark it left: ", id)
+		c.lock = s.lock
+		switch err := MarkLeft(c.lock.l.DeepCopy(), id, c.leaveT); {
+		case errors.Is(err, ErrServedWhileLeaving):
+			m.say(s, "it was served while leaving; releases that grant. ")
+			m.hit(s, evServedWhileLeaving)
+			c.tok, c.hasQ, c.q = uint64(c.lock.st.Token), false, nil
+			m.decideRelease(s, i)
+		case err != nil:
+			m.fail(s, "unexpected error from %s's MarkLeft: %v", id, err)
+		default:
+			m.say(s, "next: MarkLeft")
+			c.pc = pcLeftCAS
+		}
+
+	case pcLeftCAS:
+		out, err := m.casLock(s, c.lock, false, mcMeta{}, func(next *coordinationv1.Lease) error {
+			return MarkLeft(next, id, c.leaveT)
+		})
+		switch {
+		case out != nil:
+			m.say(s, "%s writes MarkLeft (ticket %d): it has left", id, c.leaveT)
+			m.hit(s, evLeft)
+			m.endCycle(s, i)
+		case apierrors.IsConflict(err):
+			m.say(s, "%s writes MarkLeft: conflict", id)
+			c.pc = pcLeftRead
+		default:
+			m.fail(s, "unexpected error from %s's MarkLeft: %v", id, err)
+		}
+	}
+}
+
+// readQueue reads the queue Lease for a join, a beat or a leave and decides the write (then).
+func (m *mcModel) readQueue(s *mcState, i int, then mcPC) {
+	c := &s.cl[i]
+	id := m.ids[i]
+	c.q = s.queue
+	m.say(s, "reads the queue Lease %s", m.queueString(s.queue))
+	c.pc = then
+	switch then {
+	case pcBeatCAS:
+		q := cloneQueue(c.q.q)
+		if !q.Beat(c.ticket, id) { // the entry is gone: attempt again (queue again)
+			m.say(s, "; its entry (ticket %d) is gone: attempts again", c.ticket)
+			m.hit(s, evBeatGone)
+			c.q, c.ticket, c.owed, c.stale, c.pc = nil, 0, 0, false, pcAcqRead
+		}
+	case pcLeaveCAS:
+		q := cloneQueue(c.q.q)
+		if !q.Leave(c.leaveT, id) {
+			m.say(s, "; its entry is gone already")
+			c.q = nil
+			m.afterLeave(s, i)
+		}
+	}
+}
+
+// afterLeave is leave() after Queue.Leave: MarkLeft on the lock Lease.
+func (m *mcModel) afterLeave(s *mcState, i int) {
+	c := &s.cl[i]
+	if m.cfg.mutation == mcNoMarkLeft { // BROKEN: the leave ends without MarkLeft
+		m.endCycle(s, i)
+		return
+	}
+	c.pc = pcLeftRead
+}
+
+// attempt is pkg/lock's attempt() on the lock copy cur: recognise a grant (a lost response, or a
+// handover to this waiter), else take a free lock nobody waits for, else queue and wait.
+func (m *mcModel) attempt(s *mcState, i int, cur *mcVer) {
+	c := &s.cl[i]
+	id := m.ids[i]
+	c.lock = cur
+	st := cur.st
+	m.say(s, "%s", m.stateString(st))
+	if c.unsure != 0 && st.Holder == id && uint64(st.Token) == c.unsure {
+		m.say(s, "; recognises its grant (token %d) whose response was lost", c.unsure)
+		m.hit(s, evLostGrantRecognised)
+		if c.ticket != 0 {
+			m.fail(s, "model: %s recognised a lost grant while queued with ticket %d (Acquire would leave the queue "+
+				"and release it)", id, c.ticket)
+		}
+		m.hold(s, i, c.unsure)
+		return
+	}
+	if c.ticket != 0 {
+		switch {
+		case Served(st, id, c.ticket):
+			m.say(s, "; served (ticket %d): holds token %d", c.ticket, st.Token)
+			m.hit(s, evServed)
+			c.ticket, c.owed = 0, 0
+			m.hold(s, i, uint64(st.Token))
+			return
+		case Skipped(st, id, c.ticket):
+			m.say(s, "; skipped (ticket %d): queues again", c.ticket)
+			m.hit(s, evSkipped)
+			c.ticket, c.owed = 0, 0
+		}
+	}
+	if c.ticket == 0 {
+		_, err := m.grantFn()(cur.l.DeepCopy(), id, mcT0)
+		switch {
+		case err == nil:
+			m.say(s, "; next: Grant")
+			c.pc = pcGrantCAS
+			return
+		case !IsHeld(err):
+			m.fail(s, "unexpected error from %s's Grant: %v", id, err)
+			return
+		}
+		m.say(s, "; next: join")
+		c.markAfterJoin, c.pc = !st.Waiting, pcJoinReadQ
+		return
+	}
+	if !st.Waiting {
+		m.say(s, "; queued, the mark is missing: next: MarkWaiting")
+		c.pc, c.markAfterJoin = pcMarkCAS, false
+		return
+	}
+	m.say(s, "; waits")
+	c.pc = pcAcqRead
+}
+
+func (m *mcModel) hold(s *mcState, i int, tok uint64) {
+	c := &s.cl[i]
+	c.tok, c.unsure, c.pc = tok, 0, pcHold
+	c.renewsLeft = int8(m.cfg.clients[i].renews)
+}
+
+// decideRelease makes Grant.update's local decision on the current copies: read the queue
+// (ErrQueueNeeded), write Release, or give up the grant as lost.
+func (m *mcModel) decideRelease(s *mcState, i int) {
+	c := &s.cl[i]
+	var q *Queue
+	if c.hasQ {
+		qq := cloneQueue(c.q.q)
+		q = &qq
+	}
+	_, err := Release(c.lock.l.DeepCopy(), m.ids[i], token.Token(c.tok), q, mcT0)
+	switch {
+	case errors.Is(err, ErrQueueNeeded) && q == nil:
+		m.say(s, "; next: read the queue")
+		c.pc = pcRelReadQ
+	case IsLost(err):
+		m.say(s, "; its grant (token %d) is lost", c.tok)
+		m.hit(s, evGrantLost)
+		m.endCycle(s, i)
+	case err != nil:
+		m.fail(s, "unexpected error from %s's Release: %v", m.ids[i], err)
+	default:
+		c.pc = pcRelCAS
+	}
+}
+
+// endCycle ends an acquire cycle (released, lost, or left) and starts the next one, if any.
+func (m *mcModel) endCycle(s *mcState, i int) {
+	c := &s.cl[i]
+	if c.leaving {
+		s.left = append(slices.Clip(s.left), mcEntry{m.ids[i], c.leaveT})
+	}
+	next := mcClient{pc: pcFinished, cyclesLeft: c.cyclesLeft}
+	if c.cyclesLeft > 0 {
+		next.pc, next.cyclesLeft = pcAcqRead, c.cyclesLeft-1
+	}
+	*c = next
+}
+
+func (m *mcModel) grantFn() func(*coordinationv1.Lease, string, time.Time) (token.Token, error) {
+	if m.cfg.mutation != mcGreedyNewcomer {
+		return Grant
+	}
+	return func(l *coordinationv1.Lease, holder string, now time.Time) (token.Token, error) {
+		s, err := Read(l)
+		if err != nil {
+			return 0, err
+		}
+		if s.Held() || s.Reserved != 0 { // BROKEN: ignores the waiting mark
+			return 0, &HeldError{Holder: s.Holder, Token: s.Token, Reserved: s.Reserved}
+		}
+		return grant(l, s, holder, now)
+	}
+}
+
+// ---------------------------------------------------------------------------------------------
+// The manager: one reconcile is read lock, read queue (judge), write queue, write lock.
+
+func (m *mcModel) managerSteps(s *mcState, emit mcEmit) {
+	ns := s.clone()
+	mg := &ns.mgr
+	switch mg.pc {
+	case mIdle:
+		mg.lock, mg.pc = ns.lock, mReadQ
+		m.say(ns, "manager reads the lock Lease: %s", m.stateString(mg.lock.st))
+	case mReadQ:
+		m.managerJudge(ns)
+	case mWriteQ:
+		out, err := m.casQueue(ns, mg.q, false, func(q *Queue) { *q = cloneQueue(*mg.judgedQ) })
+		switch {
+		case out != nil:
+			m.say(ns, "manager writes the judged queue %s", m.queueString(out))
+			for _, e := range mg.drops {
+				ns.dropped = append(slices.Clip(ns.dropped), mcDrop{e, out.rv})
+				if e.holder == mcPod {
+					m.hit(ns, evDroppedGone)
+				} else {
+					m.hit(ns, evDroppedDead)
+				}
+			}
+			if len(mg.q.q.Malformed) > 0 {
+				m.hit(ns, evDroppedMalformed)
+			}
+			mg.basis = out.rv
+			m.managerPlan(ns)
+		case apierrors.IsConflict(err):
+			m.say(ns, "manager writes the judged queue: conflict (waits for the next event)")
+			m.managerIdle(ns)
+		default:
+			m.fail(ns, "unexpected error from the manager's queue write: %v", err)
+		}
+	case mWriteLock:
+		st := mg.lock.st
+		q := cloneQueue(*mg.judgedQ)
+		if m.cfg.mutation == mcRawHead {
+			q = cloneQueue(mg.q.q) // BROKEN: serves the queue as stored, ignoring the judgment
+		}
+		var h Handover
+		out, err := m.casLock(ns, mg.lock, false, mcMeta{basis: mg.basis, q: &q}, func(next *coordinationv1.Lease) error {
+			var err error
+			switch mg.plan {
+			case planRevoke, planRelease:
+				h, err = Revoke(next, st.Holder, st.Token, mg.plan == planRevoke, &q, mcJudgeAt)
+			default:
+				h, _, err = Settle(next, q, mcJudgeAt)
+			}
+			return err
+		})
+		what := map[mcPlan]string{planRevoke: "Revoke", planRelease: "Revoke (released: pod gone)", planSettle: "Settle"}[mg.plan]
+		switch {
+		case out != nil:
+			m.say(ns, "manager writes %s%s: %s", what, m.handoverString(h), m.stateString(out.st))
+			m.managerEvents(ns, st, out.st, h)
+		case apierrors.IsConflict(err):
+			m.say(ns, "manager writes %s: conflict", what)
+		default:
+			m.fail(ns, "unexpected error from the manager's %s: %v", what, err)
+		}
+		m.managerIdle(ns)
+	}
+	emit(ns, kindStep)
+}
+
+func (m *mcModel) managerEvents(s *mcState, before, after State, h Handover) {
+	mg := &s.mgr
+	switch mg.plan {
+	case planRelease:
+		m.hit(s, evPodReleased)
+	case planRevoke:
+		m.hit(s, evRevoked)
+		if h.To != nil {
+			m.hit(s, evRevokedHandover)
+		}
+		if i := m.clientOf(before.Holder); i >= 0 && !s.cl[i].crashed && !s.cl[i].paused && !s.cl[i].stale {
+			m.hit(s, evRevokedUnaware)
+		}
+	case planSettle:
+		switch {
+		case h.To != nil:
+			m.hit(s, evSettleServes)
+		case after.Waiting && !before.Waiting:
+			m.hit(s, evSettleMarks)
+		case !after.Waiting && before.Waiting:
+			m.hit(s, evSettleClears)
+		}
+	}
+}
+
+func (m *mcModel) managerIdle(s *mcState) {
+	s.mgr = mcManager{}
+}
+
+// deadJudgeable reports whether the manager may judge the queue entry w dead now: its owner
+// crashed, is paused, has not shown life since it resumed, or no longer waits on this entry.
+// Every other client beats in time (the timing assumption).
+func (m *mcModel) deadJudgeable(s *mcState, w Waiter) bool {
+	i := m.clientOf(w.Holder)
+	if i < 0 {
+		return true // mcDead, or nobody's
+	}
+	c := &s.cl[i]
+	return c.crashed || c.paused || c.stale || c.ticket != w.Ticket
+}
+
+// managerJudge is syncQueue: read the queue Lease, judge it (lease.Judge), queue the pod.
+func (m *mcModel) managerJudge(s *mcState) {
+	mg := &s.mgr
+	mg.q = s.queue
+	st := mg.lock.st
+	// Abstract time: the manager judges at mcJudgeAt with window mcWindow. An entry it may judge
+	// dead has been seen with its current beat at mcT0, a full window ago; every other entry is
+	// new to it (seen now), so it is alive.
+	seen := map[Ticket]Seen{}
+	for _, w := range mg.q.q.Waiters {
+		if w.Ticket > st.Served && !w.IsPod() && m.deadJudgeable(s, w) {
+			seen[w.Ticket] = Seen{Holder: w.Holder, Beat: w.Beat, At: mcT0}
+		}
+	}
+	podWaits := func(holder string) bool { return holder == mcPod && m.podAsking(s) }
+	j := Judge(mg.q.q, st.Served, seen, podWaits, mcWindow, mcJudgeAt)
+	mg.drops = nil
+	for _, w := range append(j.Dead, j.Gone...) {
+		mg.drops = append(mg.drops, mcEntry{w.Holder, w.Ticket})
+	}
+	// planQueue: the gated pod that asks and is not queued (nor the holder) joins.
+	if m.podAsking(s) && st.Holder != mcPod &&
+		!slices.ContainsFunc(j.Queue.Waiters, func(w Waiter) bool { return w.Holder == mcPod }) {
+		j.Queue.Join(mcPod, st.Served, mcT0)
+		j.Changed = true
+	}
+	var err error
+	if mg.judged, err = mcEncodeQueue(j.Queue); err != nil {
+		m.fail(s, "WriteQueue of the judged queue: %v", err)
+		return
+	}
+	if q := ParseQueue(mg.judged); true { // what the write stores, as every reader will read it
+		mg.judgedQ = &q
+	}
+	m.say(s, "manager reads the queue Lease %s, judges it %s", m.queueString(mg.q), m.queueEntries(j.Queue))
+	if j.Changed {
+		mg.pc = mWriteQ
+		return
+	}
+	mg.basis = mg.q.rv
+	m.managerPlan(s)
+}
+
+// managerPlan is computePlan: revoke a silent holder, release a gone pod's grant, else settle.
+func (m *mcModel) managerPlan(s *mcState) {
+	mg := &s.mgr
+	st := mg.lock.st
+	q := cloneQueue(*mg.judgedQ)
+	if m.cfg.mutation == mcRawHead {
+		q = cloneQueue(mg.q.q)
+	}
+	_, settles, err := Settle(mg.lock.l.DeepCopy(), q, mcJudgeAt)
+	if err != nil {
+		m.fail(s, "unexpected error from the manager's Settle: %v", err)
+		return
+	}
+	plan := planKeep
+	switch {
+	case !st.Held():
+	case st.Holder == mcPod:
+		if s.pod.deleted {
+			plan = planRelease
+		}
+	case m.revocable(s, st):
+		plan = planRevoke
+	}
+	if plan == planKeep && settles && (m.cfg.mutation != mcNoSettle || st.Held()) {
+		plan = planSettle
+	}
+	if plan == planKeep {
+		m.say(s, "; nothing to write")
+		m.managerIdle(s)
+		return
+	}
+	mg.plan, mg.pc = plan, mWriteLock
+}
+
+// revocable reports whether the manager may find the grant st expired now: its holder crashed,
+// is paused, or has not renewed since it resumed, or it does not know it holds the grant and will
+// not learn it (so it never renews it). A holder running normally renews in time.
+func (m *mcModel) revocable(s *mcState, st State) bool {
+	i := m.clientOf(st.Holder)
+	if i < 0 {
+		return true
+	}
+	c := &s.cl[i]
+	switch {
+	case c.crashed || c.paused || c.stale:
+		return true
+	case c.tok == uint64(st.Token):
+		return false // renews it
+	case c.ticket != 0 && c.ticket == st.Served:
+		return false // will see it was served
+	case c.leaving && c.leaveT == st.Served:
+		return false // will see it was served while leaving, and release it
+	case c.unsure == uint64(st.Token):
+		return false // will recognise its grant
+	}
+	return true
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pod.
+
+func (m *mcModel) podAsking(s *mcState) bool {
+	return m.cfg.pod && !s.pod.granted && !s.pod.deleted
+}
+
+func (m *mcModel) podSteps(s *mcState, emit mcEmit) {
+	if !m.cfg.pod || s.pod.deleted || s.podDeletes == 0 {
+		return
+	}
+	ns := s.clone()
+	ns.podDeletes--
+	ns.pod.deleted = true
+	if s.lock.st.Holder == mcPod {
+		m.say(ns, "the pod finishes and is deleted")
+		emit(ns, kindStep) // a holder pod finishes its work: part of progress
+		return
+	}
+	m.say(ns, "the pod is deleted")
+	emit(ns, kindFailure)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Canonical encoding: revisions are replaced by their rank. Every decision depends only on the
+// order of the revisions of the lock Lease (tokens), and on the equality and order of those of
+// the queue Lease, never on their values or on how the two interleave; so two states that differ
+// only there behave alike. Without this the state space would not even be finite (a waiter and
+// the manager can set and clear the waiting mark forever).
+
+// copyLive reports whether a later step may read the client's lock copy: not a waiter's, which
+// reads the lock Lease afresh next (or beats, then attempts again from a fresh read).
+func (m *mcModel) copyLive(c *mcClient) bool {
+	return c.pc != pcAcqRead && c.pc != pcBeatReadQ && c.pc != pcBeatCAS
+}
+
+func (m *mcModel) key(s *mcState) [2]uint64 {
+	lk, qk := m.lk[:0], m.qk[:0]
+	addL := func(v *mcVer) {
+		if v != nil {
+			lk = append(lk, v.rv, v.tok, v.revoked)
+		}
+	}
+	addL(s.lock)
+	qk = append(qk, s.queue.rv, s.mgr.basis)
+	for i := range m.ids {
+		c := &s.cl[i]
+		if m.copyLive(c) {
+			addL(c.lock)
+		}
+		lk = append(lk, c.tok, c.unsure)
+		if c.q != nil {
+			qk = append(qk, c.q.rv)
+		}
+	}
+	addL(s.mgr.lock)
+	if s.mgr.q != nil {
+		qk = append(qk, s.mgr.q.rv)
+	}
+	lk = append(lk, s.maxIssued, s.maxEnded)
+	for _, d := range s.dropped {
+		qk = append(qk, d.rev)
+	}
+	slices.Sort(lk)
+	lk = slices.Compact(lk)
+	slices.Sort(qk)
+	qk = slices.Compact(qk)
+	m.lk, m.qk = lk, qk
+	rank := func(ranks []uint64, v uint64) uint64 {
+		if v == 0 {
+			return 0
+		}
+		i, _ := slices.BinarySearch(ranks, v)
+		return uint64(i + 1)
+	}
+	b := m.buf[:0]
+	put := func(vs ...uint64) {
+		for _, v := range vs {
+			b = binary.AppendUvarint(b, v)
+		}
+	}
+	putL := func(v *mcVer) {
+		if v == nil {
+			put(0)
+			return
+		}
+		put(uint64(v.shape), rank(lk, v.rv), rank(lk, v.tok), rank(lk, v.revoked))
+	}
+	putQ := func(v *mcVer) {
+		if v == nil {
+			put(0)
+			return
+		}
+		put(uint64(v.shape), rank(qk, v.rv))
+	}
+	b2i := func(bs ...bool) uint64 {
+		var v uint64
+		for i, x := range bs {
+			if x {
+				v |= 1 << i
+			}
+		}
+		return v
+	}
+	putL(s.lock)
+	putQ(s.queue)
+	for i := range m.ids {
+		c := &s.cl[i]
+		// Dead data is left out: what the next step overwrites before it reads it.
+		joining := c.pc == pcJoinReadQ || c.pc == pcJoinCAS
+		put(uint64(c.pc), uint64(c.cyclesLeft), uint64(c.renewsLeft), uint64(c.ticket), uint64(c.leaveT),
+			b2i(c.leaving, joining && c.markAfterJoin, c.hasQ, c.crashed, c.paused, c.stale,
+				c.ticket != 0 && c.owed == c.ticket),
+			rank(lk, c.tok), rank(lk, c.unsure))
+		if m.copyLive(c) {
+			putL(c.lock)
+		} else {
+			put(0)
+		}
+		putQ(c.q)
+	}
+	mg := &s.mgr
+	put(uint64(mg.pc), uint64(mg.plan), uint64(m.intern(mg.judged)), rank(qk, mg.basis), uint64(len(mg.drops)))
+	for _, e := range mg.drops {
+		put(uint64(m.intern(e.holder)), uint64(e.t))
+	}
+	putL(mg.lock)
+	putQ(mg.q)
+	podOwed := uint64(0)
+	if m.podAsking(s) {
+		podOwed = uint64(s.pod.owed)
+	}
+	put(b2i(s.pod.granted, s.pod.deleted), podOwed, rank(lk, s.maxIssued), rank(lk, s.maxEnded))
+	put(uint64(len(s.left)))
+	for _, e := range s.left {
+		put(uint64(m.intern(e.holder)), uint64(e.t))
+	}
+	put(uint64(len(s.dropped)))
+	for _, d := range s.dropped {
+		put(uint64(m.intern(d.holder)), uint64(d.t), rank(qk, d.rev))
+	}
+	put(uint64(s.crashes), uint64(s.pauses), uint64(s.lost), uint64(s.giveUps), uint64(s.podDeletes))
+	m.buf = b
+	return [2]uint64{maphash.Bytes(m.seedA, b), maphash.Bytes(m.seedB, b)}
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exploration.
+
+type mcResult struct {
+	states, transitions int
+	elapsed             time.Duration
+	violation           string
+	trace               []string // the steps from the initial state to the violation
+	// progress (P7)
+	stuck, checked int          // eligible states from which no step sequence serves every live waiter
+	events         [evCount]int // new states reached by a step with each event
+}
+
+// explore runs a breadth-first search over every interleaving, checking P1-P6 on every state and
+// write; if none is broken, it checks P7 by reverse reachability over the explored graph.
+func (m *mcModel) explore(limit int) mcResult {
+	start := time.Now()
+	var r mcResult
+	init, err := m.initial()
+	if err != nil {
+		r.violation = "initial state: " + err.Error()
+		return r
+	}
+	ids := map[[2]uint64]int32{m.key(init): 0}
+	parent, choice := []int32{-1}, []uint16{0}
+	goal, eligible := []bool{m.goal(init)}, []bool{m.eligible(init)}
+	var from, to []int32
+	frontier := []*mcState{init}
+	for len(frontier) > 0 && r.violation == "" {
+		var next []*mcState
+		for _, s := range frontier {
+			k := -1
+			m.successors(s, func(ns *mcState, kind mcKind) {
+				k++
+				if r.violation != "" {
+					return
+				}
+				r.transitions++
+				if ns.viol == "" {
+					m.checkState(ns)
+				}
+				if ns.viol != "" {
+					r.violation = ns.viol
+					r.trace = m.replay(append(m.path(parent, choice, s.id), uint16(k)))
+					return
+				}
+				key := m.key(ns)
+				nid, seen := ids[key]
+				if !seen {
+					nid = int32(len(parent))
+					ids[key] = nid
+					parent, choice = append(parent, s.id), append(choice, uint16(k))
+					goal, eligible = append(goal, m.goal(ns)), append(eligible, m.eligible(ns))
+					ns.id = nid
+					next = append(next, ns)
+					for e := range evCount {
+						if ns.ev&(1<<e) != 0 {
+							r.events[e]++
+						}
+					}
+				}
+				if kind == kindStep {
+					from, to = append(from, s.id), append(to, nid)
+				}
+			})
+			if r.violation != "" {
+				break
+			}
+		}
+		frontier = next
+		if limit > 0 && len(parent) > limit {
+			r.violation = fmt.Sprintf("state limit %d exceeded", limit)
+			break
+		}
+	}
+	r.states = len(parent)
+	if r.violation == "" {
+		m.progress(&r, parent, choice, goal, eligible, from, to)
+	}
+	r.elapsed = time.Since(start)
+	return r
+}
+
+// goal: every live waiter has been served — no running client is acquiring, and the pod does not
+// wait.
+func (m *mcModel) goal(s *mcState) bool {
+	for i := range m.ids {
+		c := &s.cl[i]
+		if c.crashed || c.paused {
+			continue
+		}
+		switch c.pc {
+		case pcAcqRead, pcGrantCAS, pcJoinReadQ, pcJoinCAS, pcMarkCAS, pcBeatReadQ, pcBeatCAS:
+			return false
+		}
+	}
+	return !m.podAsking(s)
+}
+
+// eligible: the states the brief's P7 is about: no client is paused, and no crashed client holds
+// the lock. P7 is checked from every state; these are counted apart, and reported first.
+func (m *mcModel) eligible(s *mcState) bool {
+	for i := range m.ids {
+		c := &s.cl[i]
+		if c.paused || (c.crashed && s.lock.st.Holder == m.ids[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// progress checks P7: from every explored state, steps of running actors (no crash, pause,
+// resume, lost response, give-up, or pod deletion while it waits) reach a goal state.
+func (m *mcModel) progress(r *mcResult, parent []int32, choice []uint16, goal, eligible []bool, from, to []int32) {
+	n := len(parent)
+	// reverse adjacency, compressed
+	start := make([]int32, n+1)
+	for _, t := range to {
+		start[t+1]++
+	}
+	for i := range n {
+		start[i+1] += start[i]
+	}
+	pos := slices.Clone(start)
+	rev := make([]int32, len(to))
+	for e, t := range to {
+		rev[pos[t]] = from[e]
+		pos[t]++
+	}
+	ok := slices.Clone(goal)
+	var work []int32
+	for i, g := range goal {
+		if g {
+			work = append(work, int32(i))
+		}
+	}
+	for len(work) > 0 {
+		t := work[len(work)-1]
+		work = work[:len(work)-1]
+		for _, f := range rev[start[t]:start[t+1]] {
+			if !ok[f] {
+				ok[f] = true
+				work = append(work, f)
+			}
+		}
+	}
+	first, firstAny := -1, -1
+	for i := range n {
+		if ok[i] {
+			continue
+		}
+		if firstAny < 0 {
+			firstAny = i
+		}
+		if eligible[i] {
+			r.stuck++
+			if first < 0 {
+				first = i
+			}
+		}
+	}
+	for i := range n {
+		if eligible[i] {
+			r.checked++
+		}
+	}
+	if first < 0 && firstAny >= 0 {
+		// A state outside the brief's set is stuck: report it as well (it would be a liveness bug
+		// that needs a paused client to resume, or a crashed holder).
+		first = firstAny
+		r.violation = "P7 progress (in a state with a paused client or a crashed holder): no sequence of steps of " +
+			"running actors serves every live waiter from the last state"
+	} else if first >= 0 {
+		r.violation = fmt.Sprintf("P7 progress: %d state(s) from which no sequence of steps of running actors "+
+			"serves every live waiter; the first found is the last state of the trace", r.stuck)
+	}
+	if first >= 0 {
+		r.trace = m.replay(m.path(parent, choice, int32(first)))
+		r.trace = append(r.trace, m.lasso(m.path(parent, choice, int32(first)))...)
+	}
+}
+
+// lasso continues a progress counterexample from its last state with steps of running actors
+// (each to a state not shown yet) until none is left: every state it shows is stuck too.
+func (m *mcModel) lasso(p []uint16) []string {
+	s := m.stateAt(p)
+	m.tracing = true
+	defer func() { m.tracing = false }()
+	out := []string{"continued with steps of running actors only (every state below is stuck as well):"}
+	shown := map[[2]uint64]bool{m.key(s): true}
+	for range 40 {
+		var next *mcState
+		m.successors(s, func(ns *mcState, kind mcKind) {
+			if next == nil && kind == kindStep && !shown[m.key(ns)] {
+				next = ns
+			}
+		})
+		if next == nil {
+			return append(out, "   every step of a running actor now leads back to a state above")
+		}
+		shown[m.key(next)] = true
+		out = append(out, fmt.Sprintf("  + %s\n      => %s", next.note, m.describe(next)))
+		s = next
+	}
+	return out
+}
+
+// stateAt replays the choices p from the initial state.
+func (m *mcModel) stateAt(p []uint16) *mcState {
+	s, _ := m.initial()
+	for _, k := range p {
+		i := -1
+		m.successors(s, func(ns *mcState, _ mcKind) {
+			if i++; i == int(k) {
+				s = ns
+			}
+		})
+	}
+	return s
+}
+
+func (m *mcModel) path(parent []int32, choice []uint16, id int32) []uint16 {
+	var p []uint16
+	for ; id > 0; id = parent[id] {
+		p = append(p, choice[id])
+	}
+	slices.Reverse(p)
+	return p
+}
+
+// replay re-runs the choices from the initial state with notes on, and describes each step.
+func (m *mcModel) replay(p []uint16) []string {
+	m.tracing = true
+	defer func() { m.tracing = false }()
+	s, _ := m.initial()
+	out := []string{"initial: " + m.describe(s)}
+	for n, k := range p {
+		var got *mcState
+		i := -1
+		m.successors(s, func(ns *mcState, _ mcKind) {
+			if i++; i == int(k) {
+				got = ns
+			}
+		})
+		if got == nil {
+			return append(out, "(replay failed)")
+		}
+		if got.viol == "" {
+			m.checkState(got)
+		}
+		line := fmt.Sprintf("%2d. %s\n      => %s", n+1, got.note, m.describe(got))
+		if got.viol != "" {
+			line += "\n      VIOLATION: " + got.viol
+		}
+		out = append(out, line)
+		s = got
+	}
+	return out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Descriptions for traces.
+
+func (m *mcModel) stateString(st State) string {
+	if !m.tracing {
+		return ""
+	}
+	s := fmt.Sprintf("{holder=%q token=%d served=%d", st.Holder, st.Token, st.Served)
+	if st.Reserved != 0 {
+		s += fmt.Sprintf(" reserved=%d", st.Reserved)
+	}
+	if st.Waiting {
+		s += " waiting"
+	}
+	if st.RevokedToken != 0 {
+		s += fmt.Sprintf(" revoked=%d", st.RevokedToken)
+	}
+	return s + "}"
+}
+
+func (m *mcModel) queueEntries(q Queue) string {
+	if !m.tracing {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("[")
+	for i, w := range q.Waiters {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		fmt.Fprintf(&b, "%d:%s", w.Ticket, w.Holder)
+		if w.Beat != 0 {
+			fmt.Fprintf(&b, "(beat %d)", w.Beat)
+		}
+	}
+	for _, mf := range q.Malformed {
+		fmt.Fprintf(&b, " malformed:%s", mf.Raw)
+	}
+	fmt.Fprintf(&b, " next=%d]", q.Next)
+	return b.String()
+}
+
+func (m *mcModel) queueString(v *mcVer) string {
+	if !m.tracing {
+		return ""
+	}
+	return fmt.Sprintf("rv%d%s", v.rv, m.queueEntries(v.q))
+}
+
+func (m *mcModel) handoverString(h Handover) string {
+	if !m.tracing {
+		return ""
+	}
+	switch {
+	case h.To != nil:
+		return fmt.Sprintf(" (hands over to %s, ticket %d, token %d)", h.To.Holder, h.To.Ticket, h.Token)
+	case h.Reserved != 0:
+		return fmt.Sprintf(" (keeps the lock for the pod, ticket %d)", h.Reserved)
+	}
+	return ""
+}
+
+func (m *mcModel) describe(s *mcState) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "lock rv%d %s; queue %s", s.lock.rv, m.stateString(s.lock.st), m.queueString(s.queue))
+	for i, id := range m.ids {
+		c := &s.cl[i]
+		fmt.Fprintf(&b, "; %s:", id)
+		switch {
+		case c.crashed:
+			b.WriteString("crashed")
+			continue
+		case c.paused:
+			b.WriteString("paused,")
+		case c.stale:
+			b.WriteString("silent,")
+		}
+		b.WriteString(mcPCNames[c.pc])
+		if c.ticket != 0 {
+			fmt.Fprintf(&b, ",ticket=%d", c.ticket)
+		}
+		if c.leaving {
+			fmt.Fprintf(&b, ",leaving=%d", c.leaveT)
+		}
+		if c.tok != 0 {
+			fmt.Fprintf(&b, ",holds=%d", c.tok)
+		}
+	}
+	if m.cfg.pod {
+		fmt.Fprintf(&b, "; pod:")
+		switch {
+		case s.pod.deleted:
+			b.WriteString("deleted")
+		case s.pod.granted:
+			b.WriteString("granted")
+		default:
+			b.WriteString("asking")
+		}
+	}
+	return b.String()
+}
