@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,72 +30,24 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/token"
+	"github.com/fencedlock/fencedlock/test/conformance"
 )
 
 // The conformance table (testdata/conformance.yaml, whose header describes a case) run against
 // the pure transitions: runner (a). test/integration/conformance_test.go runs the same table
 // against the API server and its admission policies, and the worked example of docs/protocol.md.
 
-type conformanceState struct {
-	ResourceVersion string            `json:"resourceVersion"`
-	Holder          string            `json:"holder"`
-	Token           string            `json:"token"`
-	Annotations     map[string]string `json:"annotations"`
-}
-
-type conformanceOutcome struct {
-	Holder          string            `json:"holder"`
-	Token           string            `json:"token"`
-	Granted         bool              `json:"granted"`
-	Renewed         bool              `json:"renewed"`
-	Annotations     map[string]string `json:"annotations"`
-	QueueRead       *bool             `json:"queueRead"`
-	Queue           *string           `json:"queue"`
-	QueueUnreadable *string           `json:"queueUnreadable"`
-	Ticket          uint64            `json:"ticket"`
-}
-
-type conformanceCase struct {
-	Name       string           `json:"name"`
-	Before     conformanceState `json:"before"`
-	Queue      *string          `json:"queue"`
-	Actor      string           `json:"actor"`
-	Transition string           `json:"transition"`
-	Args       struct {
-		Token   string   `json:"token"`
-		Ticket  uint64   `json:"ticket"`
-		Revoked bool     `json:"revoked"`
-		Gone    []string `json:"gone"`
-	} `json:"args"`
-	Write  *conformanceOutcome `json:"write"`
-	Expect struct {
-		Admitted *conformanceOutcome `json:"admitted"`
-		Refused  *struct {
-			Error   string `json:"error"`
-			Message string `json:"message"`
-			Policy  string `json:"policy"`
-		} `json:"refused"`
-	} `json:"expect"`
-}
-
-func loadConformance(t *testing.T) []conformanceCase {
+func loadConformance(t *testing.T) []conformance.Case {
 	t.Helper()
-	b, err := os.ReadFile("testdata/conformance.yaml")
+	cases, err := conformance.Load("testdata/conformance.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var table struct {
-		Cases []conformanceCase `json:"cases"`
-	}
-	if err := yaml.UnmarshalStrict(b, &table); err != nil {
-		t.Fatalf("testdata/conformance.yaml: %v", err)
-	}
-	return table.Cases
+	return cases
 }
 
 // protocolAnnotations are the lock Lease annotations a case's outcome lists (the token aside).
@@ -107,7 +58,7 @@ var protocolAnnotations = []string{
 
 var conformanceNow = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
-func beforeLease(c conformanceCase) *coordinationv1.Lease {
+func beforeLease(c conformance.Case) *coordinationv1.Lease {
 	earlier := metav1.NewMicroTime(conformanceNow.Add(-5 * time.Second))
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lock", ResourceVersion: c.Before.ResourceVersion,
@@ -168,7 +119,7 @@ func protocolAnnotationsOf(l *coordinationv1.Lease) map[string]string {
 }
 
 // checkLease compares the lock Lease after a transition with an outcome.
-func checkLease(t *testing.T, c conformanceCase, before, after *coordinationv1.Lease, want conformanceOutcome) {
+func checkLease(t *testing.T, c conformance.Case, before, after *coordinationv1.Lease, want conformance.Outcome) {
 	t.Helper()
 	if got := ptr.Deref(after.Spec.HolderIdentity, ""); got != want.Holder {
 		t.Errorf("holder = %q, want %q", got, want.Holder)
@@ -228,7 +179,7 @@ func compareQueue(q lease.Queue) comparableQueue {
 	return c
 }
 
-func queueLease(c conformanceCase) *coordinationv1.Lease {
+func queueLease(c conformance.Case) *coordinationv1.Lease {
 	ql := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "fencedlock-queue-uid",
 		ResourceVersion: "118", Annotations: map[string]string{}}}
 	if c.Queue != nil {
@@ -275,7 +226,7 @@ func lockTransition(l *coordinationv1.Lease, q lease.Queue, f func(*coordination
 
 // run applies the case's transition to a copy of the lock Lease l (and of the queue Lease ql);
 // it returns the Lease written (the lock's or the queue's) and the join's ticket.
-func run(c conformanceCase, transition string, l, ql *coordinationv1.Lease) (
+func run(c conformance.Case, transition string, l, ql *coordinationv1.Lease) (
 	lockAfter, queueAfter *coordinationv1.Lease, queueRead bool, ticket lease.Ticket, err error) {
 	st, _ := lease.Read(l)
 	q := lease.ReadQueue(ql)
@@ -400,7 +351,7 @@ func TestConformance(t *testing.T) {
 // checkRaw checks that a raw write the policy refuses is made by none of the transitions its
 // actor may run from the state before (grant, renew, release, markWaiting; revoke and settle for
 // the manager). Raw writes the policy admits are written for the API server's runner only.
-func checkRaw(t *testing.T, c conformanceCase, l, ql *coordinationv1.Lease) {
+func checkRaw(t *testing.T, c conformance.Case, l, ql *coordinationv1.Lease) {
 	t.Helper()
 	if c.Write == nil {
 		t.Fatal("a raw case gives its write")

@@ -20,7 +20,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -34,10 +33,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/test/conformance"
 	"github.com/fencedlock/fencedlock/test/util"
 )
 
@@ -48,68 +47,16 @@ import (
 // manager. The table is shared with pkg/lease/conformance_test.go (runner (a), the pure
 // transitions) and protocol_example_test.go (runner (c), the shell example of docs/protocol.md).
 
-type conformanceState struct {
-	ResourceVersion string            `json:"resourceVersion"`
-	Holder          string            `json:"holder"`
-	Token           string            `json:"token"`
-	Annotations     map[string]string `json:"annotations"`
-}
-
-type conformanceOutcome struct {
-	Holder          string            `json:"holder"`
-	Token           string            `json:"token"`
-	Granted         bool              `json:"granted"`
-	Renewed         bool              `json:"renewed"`
-	Annotations     map[string]string `json:"annotations"`
-	QueueRead       *bool             `json:"queueRead"`
-	Queue           *string           `json:"queue"`
-	QueueUnreadable *string           `json:"queueUnreadable"`
-	Ticket          uint64            `json:"ticket"`
-}
-
-type conformanceCase struct {
-	Name       string           `json:"name"`
-	Before     conformanceState `json:"before"`
-	Queue      *string          `json:"queue"`
-	Actor      string           `json:"actor"`
-	Transition string           `json:"transition"`
-	Args       struct {
-		Token   string   `json:"token"`
-		Ticket  uint64   `json:"ticket"`
-		Revoked bool     `json:"revoked"`
-		Gone    []string `json:"gone"`
-	} `json:"args"`
-	Write  *conformanceOutcome `json:"write"`
-	Expect struct {
-		Admitted *conformanceOutcome `json:"admitted"`
-		Refused  *struct {
-			Error   string `json:"error"`
-			Message string `json:"message"`
-			Policy  string `json:"policy"`
-		} `json:"refused"`
-	} `json:"expect"`
-}
-
 // conformanceCases reads the table; it runs while the spec tree is built.
-func conformanceCases() ([]conformanceCase, error) {
-	b, err := os.ReadFile(filepath.Join(util.RepoRoot(), "pkg", "lease", "testdata", "conformance.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	var table struct {
-		Cases []conformanceCase `json:"cases"`
-	}
-	if err := yaml.UnmarshalStrict(b, &table); err != nil {
-		return nil, fmt.Errorf("pkg/lease/testdata/conformance.yaml: %w", err)
-	}
-	return table.Cases, nil
+func conformanceCases() ([]conformance.Case, error) {
+	return conformance.Load(filepath.Join(util.RepoRoot(), "pkg", "lease", "testdata", "conformance.yaml"))
 }
 
 // write is the write the case sends, and whether the API server should admit it: the admitted
 // state, or the write a client skipping the protocol's check would send (refused by the policy
 // when the case names the policy's refusal). Nil when the case has no write (a refusal by the
 // pure function alone).
-func (c conformanceCase) write() (w *conformanceOutcome, admitted bool) {
+func caseWrite(c conformance.Case) (w *conformance.Outcome, admitted bool) {
 	switch {
 	case c.Write != nil:
 		return c.Write, c.Expect.Refused == nil || c.Expect.Refused.Policy == ""
@@ -119,7 +66,7 @@ func (c conformanceCase) write() (w *conformanceOutcome, admitted bool) {
 	return nil, false
 }
 
-func (c conformanceCase) queueWrite() bool {
+func caseWritesQueue(c conformance.Case) bool {
 	return c.Transition == "join" || c.Transition == "beat" || c.Transition == "leave"
 }
 
@@ -183,7 +130,7 @@ func conformanceToken(spec, installedToken, rv string) string {
 // admin): the queue Lease's queue annotation, then the lock Lease's holder and annotations. A
 // holder is installed by a grant, so the installed token is the resourceVersion of that write,
 // whatever the table's number. It returns the lock Lease and the queue Lease as installed.
-func installConformance(ns, name string, c conformanceCase) (lock, queue *coordinationv1.Lease) {
+func installConformance(ns, name string, c conformance.Case) (lock, queue *coordinationv1.Lease) {
 	cur := getLease(ns, name)
 	queue = getLease(ns, lease.QueueOf(cur))
 	if queue.Annotations == nil {
@@ -215,8 +162,8 @@ func installConformance(ns, name string, c conformanceCase) (lock, queue *coordi
 }
 
 // conformanceWrite builds the case's write from the installed state.
-func conformanceWrite(c conformanceCase, w *conformanceOutcome, lock, queue *coordinationv1.Lease) *coordinationv1.Lease {
-	if c.queueWrite() {
+func conformanceWrite(c conformance.Case, w *conformance.Outcome, lock, queue *coordinationv1.Lease) *coordinationv1.Lease {
+	if caseWritesQueue(c) {
 		out := queue.DeepCopy()
 		out.Annotations[locksv1alpha1.QueueAnnotation] = ptr.Deref(w.Queue, "")
 		if w.QueueUnreadable != nil {
@@ -267,7 +214,7 @@ func sameQueue(got, want string) (bool, string) {
 
 // expectConformanceLease checks the lock Lease against an outcome, the lock having been
 // installed as installed.
-func expectConformanceLease(ns, name string, installed *coordinationv1.Lease, w *conformanceOutcome) {
+func expectConformanceLease(ns, name string, installed *coordinationv1.Lease, w *conformance.Outcome) {
 	got := getLease(ns, name)
 	tok := installed.Annotations[locksv1alpha1.TokenAnnotation]
 	ExpectWithOffset(1, ptr.Deref(got.Spec.HolderIdentity, "")).To(Equal(w.Holder), "holder")
@@ -287,7 +234,7 @@ func expectConformanceLease(ns, name string, installed *coordinationv1.Lease, w 
 }
 
 // expectConformanceQueue checks the queue Lease against an outcome.
-func expectConformanceQueue(ns, name string, w *conformanceOutcome) {
+func expectConformanceQueue(ns, name string, w *conformance.Outcome) {
 	got := getLease(ns, name)
 	ok, diff := sameQueue(got.Annotations[locksv1alpha1.QueueAnnotation], ptr.Deref(w.Queue, ""))
 	ExpectWithOffset(1, ok).To(BeTrue(), diff)
@@ -307,7 +254,7 @@ var _ = Describe("The conformance table against the API server", Ordered, Contin
 		ns = newNamespace()
 		client, _ = ordinaryUser(ns, "conformance-client")
 		for i, c := range cases {
-			if w, _ := c.write(); w == nil {
+			if w, _ := caseWrite(c); w == nil {
 				continue
 			}
 			names[c.Name] = fmt.Sprintf("case-%02d", i)
@@ -325,7 +272,7 @@ var _ = Describe("The conformance table against the API server", Ordered, Contin
 	})
 
 	for _, c := range cases {
-		w, admitted := c.write()
+		w, admitted := caseWrite(c)
 		if w == nil {
 			continue
 		}
@@ -353,7 +300,7 @@ var _ = Describe("The conformance table against the API server", Ordered, Contin
 			}
 			Expect(err).NotTo(HaveOccurred(), "the write of the case was refused")
 
-			if c.queueWrite() {
+			if caseWritesQueue(c) {
 				expectConformanceQueue(ns, queue.Name, w)
 				return
 			}

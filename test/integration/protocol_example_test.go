@@ -40,6 +40,7 @@ import (
 	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/pkg/token"
+	"github.com/fencedlock/fencedlock/test/conformance"
 	"github.com/fencedlock/fencedlock/test/util"
 )
 
@@ -302,7 +303,7 @@ var _ = Describe("The conformance table through the worked example's functions",
 		names = map[string]string{}
 	)
 	// body is the shell run of a case, "" when the example has no function for it.
-	body := func(c conformanceCase) string {
+	body := func(c conformance.Case) string {
 		if c.Actor == "manager" {
 			return ""
 		}
@@ -386,7 +387,7 @@ var _ = Describe("The conformance table through the worked example's functions",
 			}
 			Expect(code).To(BeZero(), out)
 			w := c.Expect.Admitted
-			if c.queueWrite() {
+			if caseWritesQueue(c) {
 				expectConformanceQueue(ns, queue.Name, w)
 				if c.Transition == "join" {
 					Expect(out).To(ContainSubstring(fmt.Sprintf("ticket %d", w.Ticket)))
