@@ -16,6 +16,8 @@ limitations under the License.
 
 package v1alpha1
 
+import "strconv"
+
 // Well-known labels and annotations. They are the product's contract with workloads, so they
 // never change within an API version.
 const (
@@ -59,6 +61,17 @@ const (
 	// queue at all, moved aside by the write that started the queue afresh, until the manager
 	// reports it in an Event and removes it.
 	QueueUnreadableAnnotation = "fencedlock.io/queue-unreadable"
+	// PermitsAnnotation on a Lease is how many holders its lock admits at once (a semaphore's
+	// spec.permits), written by the manager when spec.permits is above 1. Its presence says the
+	// Lease carries its holders as permits (PermitAnnotation), not in spec.holderIdentity.
+	PermitsAnnotation = "fencedlock.io/permits"
+	// PermitAnnotationPrefix starts the annotation of one held permit of a semaphore's Lease,
+	// "fencedlock.io/permit-<n>" (see PermitAnnotation); its value is
+	// "<token> <ticket> <acquireTime> <renewTime> <holder>" (docs/protocol.md, "Semaphores").
+	PermitAnnotationPrefix = "fencedlock.io/permit-"
+	// PodPermitAnnotation on a granted pod is the number of the permit it holds, for the
+	// downward API ($FENCING_PERMIT); it is set beside TokenAnnotation.
+	PodPermitAnnotation = "fencedlock.io/permit"
 	// FencedByLabel marks a fenced object; its value is the name of the FencedLock (same
 	// namespace) whose tokens guard writes to it.
 	FencedByLabel = "fencedlock.io/fenced-by"
@@ -74,6 +87,9 @@ const (
 	// its locks: "token.fencedlock.io/<lock name>" (see LockTokenAnnotation).
 	LockTokenAnnotationPrefix = "token.fencedlock.io/"
 )
+
+// PermitAnnotation is the annotation of a semaphore's Lease that carries permit n (from 1).
+func PermitAnnotation(n int) string { return PermitAnnotationPrefix + strconv.Itoa(n) }
 
 // LockTokenAnnotation is the annotation of a granted pod that carries its token for lock.
 func LockTokenAnnotation(lock string) string { return LockTokenAnnotationPrefix + lock }

@@ -35,6 +35,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -70,10 +72,18 @@ type State struct {
 	// Waiting says waiters may be queued (WaitingAnnotation): a release must read the queue, and
 	// the free lock goes to the queue's head only.
 	Waiting bool
+	// Limit is how many holders the lock admits at once: 1 for a lock, spec.permits for a
+	// semaphore (PermitsAnnotation).
+	Limit int
+	// Semaphore says the Lease carries its holders as permit annotations (permits.go); Holder,
+	// AcquireTime and RenewTime are then empty, and Token is the last token issued on any permit.
+	Semaphore bool
+	// Permits are the grants held now, in permit-number order: a lock's holder is permit 1.
+	Permits []Permit
 }
 
-// Held reports whether someone holds the lock.
-func (s State) Held() bool { return s.Holder != "" }
+// Held reports whether someone holds the lock (a permit of it).
+func (s State) Held() bool { return len(s.Permits) > 0 }
 
 // Initialized reports whether the Lease carries a token, i.e. the controller has stamped it.
 func (s State) Initialized() bool { return !s.Token.IsZero() }
@@ -112,17 +122,25 @@ func Read(l *coordinationv1.Lease) (State, error) {
 		return s, err
 	}
 	s.Waiting = l.Annotations[locksv1alpha1.WaitingAnnotation] == "true"
-	return s, nil
+	if _, ok := l.Annotations[locksv1alpha1.PermitsAnnotation]; ok { // a semaphore (permits.go)
+		s.Holder, s.AcquireTime, s.RenewTime = "", nil, nil
+	}
+	return s, readPermits(l, &s)
 }
 
 // ErrNotInitialized means the Lease has no token yet: the controller has not stamped it.
 var ErrNotInitialized = errors.New("lease not initialized by the fencedlock controller yet")
 
-// HeldError means the lock cannot be taken now: someone holds it, or, free, it is owed to the
-// queue (kept for a queued pod, or waiters are queued). Join the queue and wait.
+// HeldError means the lock cannot be taken now: someone holds it (every permit of a semaphore is
+// held), or it has room but it is owed to the queue (kept for a queued pod, or waiters are
+// queued). Join the queue and wait.
 type HeldError struct {
-	Holder string
-	Token  token.Token
+	// Holder and Token are the holder of a lock (a semaphore: the caller's own permit, when it
+	// holds one already); Holders the holders of a semaphore's Limit permits.
+	Holder  string
+	Token   token.Token
+	Holders []string
+	Limit   int
 	// Reserved is the ticket of the pod a free lock is kept for (Holder is then empty).
 	Reserved Ticket
 	// Waiting: the free lock is owed to the waiters already queued (Holder is then empty).
@@ -133,12 +151,23 @@ func (e *HeldError) Error() string {
 	switch {
 	case e.Holder != "":
 		return fmt.Sprintf("lock is held by %q with token %s", e.Holder, e.Token)
+	case len(e.Holders) > 0 && len(e.Holders) >= e.Limit:
+		return fmt.Sprintf("all %d permits of the lock are held (by %s; last token %s)",
+			e.Limit, strings.Join(quoteAll(e.Holders), ", "), e.Token)
 	case e.Reserved != 0:
 		return fmt.Sprintf("lock is free but kept for the queued pod with ticket %s (token %s): the manager grants it",
 			e.Reserved, e.Token)
 	}
 	return fmt.Sprintf("lock is free but waiters are queued (token %s): it goes to the head of the queue; join the queue",
 		e.Token)
+}
+
+func quoteAll(ss []string) []string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return q
 }
 
 // LostError means the caller's grant no longer exists: the Lease has another holder or token.

@@ -1178,10 +1178,11 @@ func (m *mcModel) grantFn() func(*coordinationv1.Lease, string, time.Time) (toke
 		if err != nil {
 			return 0, err
 		}
-		if s.Held() || s.Reserved != 0 { // BROKEN: ignores the waiting mark
+		if s.Full() || s.Reserved != 0 { // BROKEN: ignores the waiting mark
 			return 0, &HeldError{Holder: s.Holder, Token: s.Token, Reserved: s.Reserved}
 		}
-		return grant(l, s, holder, now)
+		p, err := grant(l, s, holder, 0, now)
+		return p.Token, err
 	}
 }
 

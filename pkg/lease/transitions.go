@@ -61,6 +61,8 @@ type Handover struct {
 	// To is the waiter granted the lock in the same write, nil if none; Token is its token.
 	To    *Waiter
 	Token token.Token
+	// Permit is the number of the permit granted to To (1 for a lock).
+	Permit int
 	// Reserved is the ticket of the pod the free lock is now kept for (a client's release cannot
 	// grant a pod), zero if none.
 	Reserved Ticket
@@ -96,9 +98,11 @@ func ServeIssued(l *coordinationv1.Lease, issued Ticket) {
 	}
 }
 
-// Grant makes holder the holder of a free lock that nobody waits for, with the resourceVersion l
-// was read at as its token. A lock that is held, kept for a queued pod, or waited for is refused
-// with a HeldError: the caller joins the queue instead.
+// Grant makes holder the holder of a free lock (a free permit of a semaphore) that nobody waits
+// for, with the resourceVersion l was read at as its token. A lock that is held (a semaphore
+// whose permits are all held, or one already held by holder), kept for a queued pod, or waited
+// for is refused with a HeldError: the caller joins the queue instead. The permit granted is
+// s.Permit(holder, token) of the Lease written.
 func Grant(l *coordinationv1.Lease, holder string, now time.Time) (token.Token, error) {
 	if holder == "" {
 		return 0, errors.New("holder identity must not be empty")
@@ -110,60 +114,82 @@ func Grant(l *coordinationv1.Lease, holder string, now time.Time) (token.Token, 
 	if !s.Initialized() {
 		return 0, ErrNotInitialized
 	}
-	if s.Held() || s.Reserved != 0 || s.Waiting {
-		return 0, &HeldError{Holder: s.Holder, Token: s.Token, Reserved: s.Reserved, Waiting: !s.Held() && s.Waiting}
+	if mine, ok := s.HolderOf(holder); ok {
+		return 0, &HeldError{Holder: holder, Token: mine.Token}
 	}
-	return grant(l, s, holder, now)
+	if s.Full() || s.Reserved != 0 || s.Waiting {
+		e := &HeldError{Token: s.Token, Reserved: s.Reserved, Waiting: !s.Full() && s.Waiting, Limit: s.Limit}
+		if s.Full() && !s.Semaphore {
+			e.Holder = s.Holder
+		} else if s.Full() {
+			e.Holders = s.Holders()
+		}
+		return 0, e
+	}
+	p, err := grant(l, s, holder, 0, now) // not from the queue: a lock's served ticket stays as it is
+	return p.Token, err
 }
 
-// grant writes holder, a new token and the grant's times; the checks are the caller's.
-func grant(l *coordinationv1.Lease, s State, holder string, now time.Time) (token.Token, error) {
+// grant gives the lowest free permit to holder with a new token and the grant's times, served
+// from the queue's ticket (zero for a direct grant; a lock records it as fencedlock.io/ticket,
+// written by serve); the checks are the caller's.
+func grant(l *coordinationv1.Lease, s State, holder string, ticket Ticket, now time.Time) (Permit, error) {
 	tok, err := token.FromResourceVersion(l.ResourceVersion)
 	if err != nil {
-		return 0, err
+		return Permit{}, err
 	}
 	if tok <= s.Token {
 		// Only possible if etcd's revision went backwards, e.g. a snapshot restored without
 		// `etcdutl snapshot restore --bump-revision`: issuing this token would break fencing.
-		return 0, fmt.Errorf("refusing to grant token %s: not above the lock's current token %s "+
+		return Permit{}, fmt.Errorf("refusing to grant token %s: not above the lock's current token %s "+
 			"(etcd revision went backwards; was etcd restored without --bump-revision?)", tok, s.Token)
 	}
-	t := metav1.NewMicroTime(now)
+	t := metav1.NewMicroTime(now.Truncate(time.Microsecond))
+	p := Permit{Number: freeNumber(s), Holder: holder, Token: tok, Ticket: ticket, AcquireTime: &t, RenewTime: &t}
 	setAnnotation(l, locksv1alpha1.TokenAnnotation, tok.String())
-	l.Spec.HolderIdentity = &holder
-	l.Spec.AcquireTime = &t
-	l.Spec.RenewTime = &t
+	writePermit(l, s, p)
 	transitions := s.Transitions + 1
 	l.Spec.LeaseTransitions = &transitions
-	return tok, nil
+	return p, nil
 }
 
-// CheckHolder returns a LostError unless holder holds the lock with tok.
+// CheckHolder returns a LostError unless holder holds the lock (a permit of it) with tok.
 func CheckHolder(l *coordinationv1.Lease, holder string, tok token.Token) error {
 	s, err := Read(l)
 	if err != nil {
 		return err
 	}
-	if s.Holder != holder || s.Token != tok {
-		return &LostError{Holder: holder, Token: tok, NowHolder: s.Holder, NowToken: s.Token,
-			Revoked: s.RevokedToken == tok}
-	}
-	return nil
+	_, err = checkHolder(s, holder, tok)
+	return err
 }
 
-// Renew records a renewal by holder; the token never changes. A renewal is a change of
-// spec.renewTime: the manager times expiry from when it observes that value change, so when now
-// would store the value already there (a frozen or coarse clock, or the same microsecond), the
-// stored value is moved on by a microsecond.
+func checkHolder(s State, holder string, tok token.Token) (Permit, error) {
+	if p, ok := s.Permit(holder, tok); ok {
+		return p, nil
+	}
+	return Permit{}, &LostError{Holder: holder, Token: tok, NowHolder: s.Holder, NowToken: s.Token,
+		Revoked: s.RevokedToken == tok}
+}
+
+// Renew records a renewal by holder; the token never changes. A renewal is a change of the
+// permit's renewTime (spec.renewTime for a lock): the manager times expiry from when it observes
+// that value change, so when now would store the value already there (a frozen or coarse clock,
+// or the same microsecond), the stored value is moved on by a microsecond.
 func Renew(l *coordinationv1.Lease, holder string, tok token.Token, now time.Time) error {
-	if err := CheckHolder(l, holder, tok); err != nil {
+	s, err := Read(l)
+	if err != nil {
+		return err
+	}
+	p, err := checkHolder(s, holder, tok)
+	if err != nil {
 		return err
 	}
 	t := metav1.NewMicroTime(now.Truncate(time.Microsecond))
-	if prev := l.Spec.RenewTime; prev != nil && prev.Truncate(time.Microsecond).Equal(t.Time) {
+	if prev := p.RenewTime; prev != nil && prev.Truncate(time.Microsecond).Equal(t.Time) {
 		t = metav1.NewMicroTime(t.Add(time.Microsecond))
 	}
-	l.Spec.RenewTime = &t
+	p.RenewTime = &t
+	writePermit(l, s, p)
 	return nil
 }
 
@@ -188,22 +214,28 @@ func Revoke(l *coordinationv1.Lease, holder string, tok token.Token, revoked boo
 }
 
 func end(l *coordinationv1.Lease, holder string, tok token.Token, q *Queue, by Actor, now time.Time) (Handover, error) {
-	if err := CheckHolder(l, holder, tok); err != nil {
+	s, err := Read(l)
+	if err != nil {
 		return Handover{}, err
 	}
-	s, _ := Read(l) // CheckHolder has read it
+	p, err := checkHolder(s, holder, tok)
+	if err != nil {
+		return Handover{}, err
+	}
 	if s.Waiting && q == nil {
 		return Handover{}, ErrQueueNeeded
 	}
-	l.Spec.HolderIdentity = nil
-	s.Holder = ""
-	return serve(l, s, q, by, now)
+	clearPermit(l, s, p)
+	return serve(l, without(s, p), q, by, now)
 }
 
-// Settle is the manager's write on a lock nobody else will serve: on a free lock, grant the
+// Settle is the manager's write on a lock nobody else will serve: on a lock with room (a free
+// lock; a semaphore with a permit free, after a release or spec.permits raised), grant the
 // queue's live head (or keep serving the pod it is kept for) and drop a reservation whose pod
-// is no longer queued; on any lock, drop the waiting mark when the queue is empty. q is the
-// queue as the manager judged it (Judge). It reports whether l changed.
+// is no longer queued; on any lock, drop the waiting mark when the queue is empty. One write
+// grants at most one permit, so every grant has its own token: the manager settles again after
+// each write while there is room and a waiter. q is the queue as the manager judged it (Judge).
+// It reports whether l changed.
 func Settle(l *coordinationv1.Lease, q Queue, now time.Time) (Handover, bool, error) {
 	s, err := Read(l)
 	if err != nil {
@@ -214,7 +246,7 @@ func Settle(l *coordinationv1.Lease, q Queue, now time.Time) (Handover, bool, er
 	switch {
 	case !s.Initialized():
 		return Handover{}, false, ErrNotInitialized
-	case s.Held():
+	case s.Full():
 		if _, ok := q.Head(s.Served); !ok && s.Waiting {
 			delete(l.Annotations, locksv1alpha1.WaitingAnnotation)
 		} else if ok && !s.Waiting {
@@ -228,12 +260,13 @@ func Settle(l *coordinationv1.Lease, q Queue, now time.Time) (Handover, bool, er
 	return h, !annotationsAndHolderEqual(before, l), nil
 }
 
-// serve is the end of every write that leaves the lock free (a release, a revocation, a
-// settlement): the lock goes to the live head of q (Queue.Head) in the same write. A client
-// cannot grant a pod, so a pod head is served by keeping the free lock for it (Reserved) until
-// the manager grants it. The waiting mark is left set exactly when waiters remain after the one
-// served, and cleared when the queue read was empty; a waiter that joined after q was read sets
-// it again when it sees it cleared.
+// serve is the end of every write that leaves room on the lock (a release, a revocation, a
+// settlement): the free permit goes to the live head of q (Queue.Head) in the same write. A
+// client cannot grant a pod, so a pod head is served by keeping the permit free for it
+// (Reserved) until the manager grants it. The waiting mark is left set exactly when waiters
+// remain after the one served, and cleared when the queue read was empty; a waiter that joined
+// after q was read sets it again when it sees it cleared. A semaphore whose spec.permits was
+// lowered below the permits still held has no room: nobody is served until enough are released.
 func serve(l *coordinationv1.Lease, s State, q *Queue, by Actor, now time.Time) (Handover, error) {
 	delete(l.Annotations, locksv1alpha1.ReservedAnnotation)
 	var waiting []Waiter
@@ -244,23 +277,24 @@ func serve(l *coordinationv1.Lease, s State, q *Queue, by Actor, now time.Time) 
 		delete(l.Annotations, locksv1alpha1.WaitingAnnotation)
 		return Handover{}, nil
 	}
+	setAnnotation(l, locksv1alpha1.WaitingAnnotation, "true")
+	if s.Full() {
+		return Handover{}, nil
+	}
 	head := waiting[0]
 	if head.IsPod() && by != Manager {
 		setAnnotation(l, locksv1alpha1.ReservedAnnotation, head.Ticket.String())
-		setAnnotation(l, locksv1alpha1.WaitingAnnotation, "true")
 		return Handover{Reserved: head.Ticket}, nil
 	}
-	tok, err := grant(l, s, head.Holder, now)
+	p, err := grant(l, s, head.Holder, head.Ticket, now)
 	if err != nil {
 		return Handover{}, err
 	}
 	setAnnotation(l, locksv1alpha1.TicketAnnotation, head.Ticket.String())
-	if len(waiting) > 1 {
-		setAnnotation(l, locksv1alpha1.WaitingAnnotation, "true")
-	} else {
+	if len(waiting) == 1 {
 		delete(l.Annotations, locksv1alpha1.WaitingAnnotation)
 	}
-	return Handover{To: &head, Token: tok}, nil
+	return Handover{To: &head, Token: p.Token, Permit: p.Number}, nil
 }
 
 // MarkWaiting sets the waiting mark on the lock's Lease l, the second step of joining the queue,
@@ -275,7 +309,11 @@ func MarkWaiting(l *coordinationv1.Lease) bool {
 
 // Served reports whether the Lease state s shows the grant of holder's queue entry t.
 func Served(s State, holder string, t Ticket) bool {
-	return s.Holder == holder && s.Served == t && t != 0
+	if t == 0 {
+		return false
+	}
+	p, ok := s.HolderOf(holder)
+	return ok && p.Ticket == t
 }
 
 // Skipped reports whether the lock has served past ticket t without serving holder: the entry
