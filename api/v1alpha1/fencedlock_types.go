@@ -41,6 +41,16 @@ type FencedLockSpec struct {
 	// +optional
 	MaxHoldSeconds *int32 `json:"maxHoldSeconds,omitempty"`
 
+	// permits is how many holders the lock admits at once: 1 (the default) makes it a lock, more
+	// a semaphore whose every permit is a fenced grant with its own token. Lowering it below the
+	// number of permits held revokes nobody: new grants wait until the holders drop below it.
+	// Raising it serves the queue at once. At most 100, so that every permit fits on the Lease.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=1
+	// +optional
+	Permits int32 `json:"permits,omitempty"`
+
 	// fence configures how the admission webhook guards the objects labelled
 	// fencedlock.io/fenced-by: <this lock>.
 	// +kubebuilder:default={}
@@ -95,9 +105,36 @@ type Waiter struct {
 	Since metav1.Time `json:"since,omitzero"`
 }
 
+// Holder is one held permit of a lock.
+type Holder struct {
+	// permit is the permit's number, from 1 (a lock's holder holds permit 1).
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	Permit int32 `json:"permit"`
+
+	// identity is the holder's identity, shortened as status.holder is.
+	// +kubebuilder:validation:MaxLength=1024
+	// +required
+	Identity string `json:"identity"`
+
+	// token is the fencing token of the permit's grant, as a decimal string.
+	// +kubebuilder:validation:MaxLength=20
+	// +required
+	Token string `json:"token"`
+
+	// acquireTime is when the permit was granted.
+	// +optional
+	AcquireTime *metav1.MicroTime `json:"acquireTime,omitempty"`
+
+	// renewTime is when the holder last renewed the permit.
+	// +optional
+	RenewTime *metav1.MicroTime `json:"renewTime,omitempty"`
+}
+
 // FencedLockStatus mirrors the backing Lease, which is the single source of truth.
 type FencedLockStatus struct {
-	// holder is the identity of the current holder; empty when the lock is free. An identity
+	// holder is the identity of the current holder; empty when the lock is free, and for a
+	// semaphore (see status.holders). An identity
 	// longer than 1024 bytes (only a direct write to the Lease can make one) is shown cut to 1024
 	// bytes, ending in "…"; the Lease's spec.holderIdentity keeps it in full.
 	// +kubebuilder:validation:MaxLength=1024
@@ -106,7 +143,8 @@ type FencedLockStatus struct {
 
 	// token is the lock's current fencing token as a decimal string: the token of the current
 	// holder, or of the last grant when the lock is free. Fenced writes must carry a token that is
-	// not lower than this one.
+	// not lower than this one. For a semaphore (spec.permits above 1) it is the last token issued
+	// on any permit, and status.holders has each permit's own.
 	// +kubebuilder:validation:MaxLength=20
 	// +optional
 	Token string `json:"token,omitempty"`
@@ -123,6 +161,18 @@ type FencedLockStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	LeaseTransitions int32 `json:"leaseTransitions,omitempty"`
+
+	// holders lists the permits held now, by permit number (for a lock, its one holder).
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=map
+	// +listMapKey=permit
+	// +optional
+	Holders []Holder `json:"holders,omitempty"`
+
+	// held is how many permits are held out of spec.permits, as "2/3" (for kubectl get).
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	Held string `json:"held,omitempty"`
 
 	// waitingCount is how many holders are queued for the lock.
 	// +kubebuilder:validation:Minimum=0
@@ -149,10 +199,12 @@ type FencedLockStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=flock,categories=fencedlock
+// +kubebuilder:printcolumn:name="Held",type=string,JSONPath=`.status.held`
 // +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.holder`
 // +kubebuilder:printcolumn:name="Token",type=string,JSONPath=`.status.token`
 // +kubebuilder:printcolumn:name="Renewed",type=date,JSONPath=`.status.renewTime`
 // +kubebuilder:printcolumn:name="Waiting",type=integer,JSONPath=`.status.waitingCount`
+// +kubebuilder:printcolumn:name="Permits",type=integer,JSONPath=`.spec.permits`,priority=1
 // +kubebuilder:printcolumn:name="Lease",type=integer,JSONPath=`.spec.leaseDurationSeconds`,priority=1
 // +kubebuilder:printcolumn:name="Fence",type=string,JSONPath=`.spec.fence.mode`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -106,3 +106,12 @@ func PodLocks(pod *corev1.Pod) []string {
 	}
 	return locks
 }
+
+// PermitCount returns spec.permits, 1 when unset (an object built without the API server's
+// defaulting).
+func (s FencedLockSpec) PermitCount() int {
+	if s.Permits < 1 {
+		return 1
+	}
+	return int(s.Permits)
+}
