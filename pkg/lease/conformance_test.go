@@ -75,7 +75,78 @@ func beforeLease(c conformance.Case) *coordinationv1.Lease {
 		l.Spec.HolderIdentity = new(c.Before.Holder)
 		l.Spec.AcquireTime, l.Spec.RenewTime = &earlier, &earlier
 	}
+	if c.Before.Limit > 0 {
+		l.Annotations[locksv1alpha1.PermitsAnnotation] = strconv.Itoa(c.Before.Limit)
+	}
+	for n, p := range c.Before.Permits {
+		l.Annotations[locksv1alpha1.PermitAnnotationPrefix+n] = fmt.Sprintf("%s %d %s %s %s", p.Token, p.Ticket,
+			earlier.UTC().Format(metav1.RFC3339Micro), earlier.UTC().Format(metav1.RFC3339Micro), p.Holder)
+	}
 	return l
+}
+
+// permitAnnotations are l's permit annotations (fencedlock.io/permit-<n>).
+func permitAnnotations(l *coordinationv1.Lease) map[string]string {
+	out := map[string]string{}
+	for k, v := range l.Annotations {
+		if strings.HasPrefix(k, locksv1alpha1.PermitAnnotationPrefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// permitIdentities are l's permits as "<token> <ticket> <holder>" by annotation key, times
+// aside (as a raw value when it is not a permit).
+func permitIdentities(l *coordinationv1.Lease) map[string]string {
+	out := map[string]string{}
+	for k, v := range permitAnnotations(l) {
+		p, err := lease.ParsePermit(strings.TrimPrefix(k, locksv1alpha1.PermitAnnotationPrefix), v)
+		if err != nil {
+			out[k] = v
+			continue
+		}
+		out[k] = fmt.Sprintf("%s %s %s", p.Token, p.Ticket, p.Holder)
+	}
+	return out
+}
+
+// wantPermitIdentities are the permits of an outcome as permitIdentities gives them, tokens
+// resolved against the Lease before.
+func wantPermitIdentities(w conformance.Outcome, before *coordinationv1.Lease) (map[string]string, error) {
+	bs, err := lease.Read(before)
+	if err != nil {
+		return nil, err
+	}
+	beforeTok := map[string]string{}
+	for _, p := range bs.Permits {
+		beforeTok[strconv.Itoa(p.Number)] = p.Token.String()
+	}
+	out := map[string]string{}
+	for n, p := range w.Permits {
+		if p.Raw != "" {
+			out[locksv1alpha1.PermitAnnotationPrefix+n] = p.Raw
+			continue
+		}
+		tok, err := conformance.Token(p.Token, beforeTok[n], bs.Token.String(), before.ResourceVersion)
+		if err != nil {
+			return nil, fmt.Errorf("permit %s: %w", n, err)
+		}
+		out[locksv1alpha1.PermitAnnotationPrefix+n] = fmt.Sprintf("%s %d %s", tok, p.Ticket, p.Holder)
+	}
+	return out, nil
+}
+
+// wantLimit is annotation fencedlock.io/permits after an outcome ("" for the lock format).
+func wantLimit(c conformance.Case, w conformance.Outcome) string {
+	n := c.Before.Limit
+	if w.Limit != nil {
+		n = *w.Limit
+	}
+	if n == 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
 }
 
 // resolveToken turns an outcome's token ("same", "rv", "rv+N", or a number) into a value.
@@ -134,6 +205,19 @@ func checkLease(t *testing.T, c conformance.Case, before, after *coordinationv1.
 	if got, exp := protocolAnnotationsOf(after), expandAnnotations(want.Annotations, c.Before.Token); !maps.Equal(got, exp) {
 		t.Errorf("annotations = %v, want %v", got, exp)
 	}
+	if got := after.Annotations[locksv1alpha1.PermitsAnnotation]; got != wantLimit(c, want) {
+		t.Errorf("annotation %s = %q, want %q", locksv1alpha1.PermitsAnnotation, got, wantLimit(c, want))
+	}
+	if want.Semaphore(c.Before) {
+		checkPermits(t, before, after, want)
+		return
+	}
+	if len(want.Permits) > 0 {
+		t.Fatal("an outcome in the lock format lists no permits")
+	}
+	if got := permitAnnotations(after); len(got) > 0 {
+		t.Errorf("permit annotations on a Lease in the lock format: %v", got)
+	}
 	transitions := ptr.Deref(after.Spec.LeaseTransitions, 0) - ptr.Deref(before.Spec.LeaseTransitions, 0)
 	if want.Granted {
 		if transitions != 1 {
@@ -146,12 +230,69 @@ func checkLease(t *testing.T, c conformance.Case, before, after *coordinationv1.
 	} else if transitions != 0 {
 		t.Errorf("leaseTransitions moved by %d without a grant", transitions)
 	}
-	renewed := !ptr.Deref(after.Spec.RenewTime, metav1.MicroTime{}).Time.Equal(ptr.Deref(before.Spec.RenewTime, metav1.MicroTime{}).Time)
+	beforeRenew := before.Spec.RenewTime
+	if bs, err := lease.Read(before); err == nil && bs.Semaphore { // back to the lock format: the holder's permit
+		if p, ok := bs.HolderOf(want.Holder); ok {
+			beforeRenew = p.RenewTime
+		}
+	}
+	renewed := !ptr.Deref(after.Spec.RenewTime, metav1.MicroTime{}).Time.Equal(ptr.Deref(beforeRenew, metav1.MicroTime{}).Time)
 	if want.Renewed && !renewed {
 		t.Error("renewTime did not move on")
 	}
 	if !want.Renewed && !want.Granted && renewed {
 		t.Error("renewTime moved without a renewal or grant")
+	}
+}
+
+// checkPermits compares the permits of a semaphore's Lease after a transition with an outcome:
+// holder, token and ticket of each; a granted permit's times are now, others keep acquireTime
+// and move renewTime only when renewed; leaseTransitions counts the grants.
+func checkPermits(t *testing.T, before, after *coordinationv1.Lease, want conformance.Outcome) {
+	t.Helper()
+	exp, err := wantPermitIdentities(want, before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := permitIdentities(after); !maps.Equal(got, exp) {
+		t.Errorf("permits = %v, want %v", got, exp)
+	}
+	bs, err := lease.Read(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, err := lease.Read(after)
+	if err != nil {
+		t.Fatalf("the Lease after does not read: %v", err)
+	}
+	grants := int32(0)
+	now := metav1.NewMicroTime(conformanceNow)
+	for _, p := range as.Permits {
+		w := want.Permits[strconv.Itoa(p.Number)]
+		if w.Granted {
+			grants++
+			if !p.AcquireTime.Equal(&now) || !p.RenewTime.Equal(&now) {
+				t.Errorf("permit %d: a grant sets acquireTime = renewTime = now; got %v, %v", p.Number, p.AcquireTime, p.RenewTime)
+			}
+			continue
+		}
+		b, ok := bs.Permit(p.Holder, p.Token)
+		if !ok {
+			t.Errorf("permit %d of %q (token %s) is neither granted by the write nor held before", p.Number, p.Holder, p.Token)
+			continue
+		}
+		if !p.AcquireTime.Equal(b.AcquireTime) {
+			t.Errorf("permit %d: acquireTime moved without a grant", p.Number)
+		}
+		if renewed := !p.RenewTime.Equal(b.RenewTime); renewed != w.Renewed {
+			t.Errorf("permit %d: renewTime moved = %v, want %v", p.Number, renewed, w.Renewed)
+		}
+	}
+	if transitions := ptr.Deref(after.Spec.LeaseTransitions, 0) - ptr.Deref(before.Spec.LeaseTransitions, 0); transitions != grants {
+		t.Errorf("leaseTransitions moved by %d, want %d (the permits granted)", transitions, grants)
+	}
+	if h := ptr.Deref(after.Spec.HolderIdentity, ""); h != "" {
+		t.Errorf("spec.holderIdentity = %q on a semaphore's Lease, want empty", h)
 	}
 }
 
@@ -231,6 +372,16 @@ func run(c conformance.Case, transition string, l, ql *coordinationv1.Lease) (
 	st, _ := lease.Read(l)
 	q := lease.ReadQueue(ql)
 	tok := st.Token
+	if p, ok := st.HolderOf(c.Actor); ok && st.Semaphore {
+		tok = p.Token // a semaphore's holder presents its own permit's token
+	}
+	revoked := st.Holder
+	if c.Args.Holder != "" {
+		revoked = c.Args.Holder
+		if p, ok := st.HolderOf(revoked); ok {
+			tok = p.Token
+		}
+	}
 	if c.Args.Token != "" {
 		if tok, err = token.Parse(c.Args.Token); err != nil {
 			return nil, nil, false, 0, err
@@ -258,7 +409,7 @@ func run(c conformance.Case, transition string, l, ql *coordinationv1.Lease) (
 		})
 	case "revoke":
 		lockAfter, queueRead, err = lockTransition(l, q, func(next *coordinationv1.Lease, q *lease.Queue) error {
-			_, err := lease.Revoke(next, st.Holder, tok, c.Args.Revoked, q, conformanceNow)
+			_, err := lease.Revoke(next, revoked, tok, c.Args.Revoked, q, conformanceNow)
 			return err
 		})
 	case "settle":
@@ -269,6 +420,9 @@ func run(c conformance.Case, transition string, l, ql *coordinationv1.Lease) (
 		j := lease.Judge(q, st.Served, nil, func(h string) bool { return !gone[h] }, lease.Window(st.Duration), conformanceNow)
 		lockAfter = l.DeepCopy()
 		_, _, err = lease.Settle(lockAfter, j.Queue, conformanceNow)
+	case "setPermits":
+		lockAfter = l.DeepCopy()
+		_, err = lease.SetPermits(lockAfter, c.Args.Permits)
 	case "markWaiting":
 		lockAfter = l.DeepCopy()
 		lease.MarkWaiting(lockAfter)
@@ -366,9 +520,13 @@ func checkRaw(t *testing.T, c conformance.Case, l, ql *coordinationv1.Lease) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	wantPermits, err := wantPermitIdentities(*c.Write, l)
+	if err != nil {
+		t.Fatal(err)
+	}
 	transitions := []string{"grant", "renew", "release", "markWaiting"}
 	if c.Actor == "manager" {
-		transitions = append(transitions, "revoke", "settle")
+		transitions = append(transitions, "revoke", "settle", "setPermits")
 	}
 	for _, tr := range transitions {
 		after, _, _, _, err := run(c, tr, l, ql)
@@ -377,7 +535,9 @@ func checkRaw(t *testing.T, c conformance.Case, l, ql *coordinationv1.Lease) {
 		}
 		if ptr.Deref(after.Spec.HolderIdentity, "") == c.Write.Holder &&
 			after.Annotations[locksv1alpha1.TokenAnnotation] == wantTok &&
-			maps.Equal(protocolAnnotationsOf(after), expandAnnotations(c.Write.Annotations, c.Before.Token)) {
+			maps.Equal(protocolAnnotationsOf(after), expandAnnotations(c.Write.Annotations, c.Before.Token)) &&
+			maps.Equal(permitIdentities(after), wantPermits) &&
+			after.Annotations[locksv1alpha1.PermitsAnnotation] == wantLimit(c, *c.Write) {
 			t.Errorf("%s by %s makes the write the policy refuses", tr, c.Actor)
 		}
 	}

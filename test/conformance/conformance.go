@@ -20,8 +20,12 @@ limitations under the License.
 package conformance
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 )
@@ -32,6 +36,24 @@ type State struct {
 	Holder          string            `json:"holder"`
 	Token           string            `json:"token"`
 	Annotations     map[string]string `json:"annotations"`
+	// Limit is annotation fencedlock.io/permits: 0 for a Lease in the lock format.
+	Limit int `json:"limit"`
+	// Permits are a semaphore's held permits by number (annotations fencedlock.io/permit-<n>).
+	Permits map[string]Permit `json:"permits"`
+}
+
+// Permit is a held permit of a semaphore's Lease.
+type Permit struct {
+	Holder string `json:"holder"`
+	// Token is a number before; after, as Outcome.Token ("same": this permit's token before, or
+	// "$token": the Lease's token before).
+	Token  string `json:"token"`
+	Ticket uint64 `json:"ticket"`
+	// Granted, Renewed: after, as in Outcome; a permit with neither keeps its times.
+	Granted bool `json:"granted"`
+	Renewed bool `json:"renewed"`
+	// Raw is a value written as it is (raw writes only: a permit that breaks the format).
+	Raw string `json:"raw"`
 }
 
 // Outcome is the state a write leaves, or the write itself.
@@ -45,6 +67,18 @@ type Outcome struct {
 	Queue           *string           `json:"queue"`
 	QueueUnreadable *string           `json:"queueUnreadable"`
 	Ticket          uint64            `json:"ticket"`
+	// Limit is annotation fencedlock.io/permits after (0: the lock format); absent: as before.
+	Limit *int `json:"limit"`
+	// Permits are the permits held after, complete, when the Lease is a semaphore's after.
+	Permits map[string]Permit `json:"permits"`
+}
+
+// Semaphore reports whether the Lease is in the semaphore format after o, from before b.
+func (o Outcome) Semaphore(b State) bool {
+	if o.Limit != nil {
+		return *o.Limit > 0
+	}
+	return b.Limit > 0
 }
 
 // Case is one conformance case (the table's header describes the fields).
@@ -59,6 +93,9 @@ type Case struct {
 		Ticket  uint64   `json:"ticket"`
 		Revoked bool     `json:"revoked"`
 		Gone    []string `json:"gone"`
+		// Permits is spec.permits for setPermits; Holder the holder whose permit revoke ends.
+		Permits int    `json:"permits"`
+		Holder  string `json:"holder"`
 	} `json:"args"`
 	Write  *Outcome `json:"write"`
 	Expect struct {
@@ -84,4 +121,47 @@ func Load(path string) ([]Case, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return table.Cases, nil
+}
+
+// Token resolves an outcome's token against the state before: "same" (before), "$token" (the
+// Lease's token before: for a permit, "same" is that permit's own token before), "rv" (the
+// resourceVersion read: the write is a grant), "rv+N" (a wrong one, for raw writes), or a number
+// (runner (a) only: the API server picks its own).
+func Token(spec, before, leaseToken, rv string) (string, error) {
+	switch {
+	case spec == "same":
+		if before == "" {
+			return "", fmt.Errorf("token same: nothing before")
+		}
+		return before, nil
+	case spec == "$token":
+		return leaseToken, nil
+	case spec == "rv":
+		return rv, nil
+	case strings.HasPrefix(spec, "rv+"):
+		n, err1 := strconv.ParseUint(rv, 10, 64)
+		d, err2 := strconv.ParseUint(strings.TrimPrefix(spec, "rv+"), 10, 64)
+		if err := errors.Join(err1, err2); err != nil {
+			return "", err
+		}
+		return strconv.FormatUint(n+d, 10), nil
+	}
+	if _, err := strconv.ParseUint(spec, 10, 64); err != nil {
+		return "", fmt.Errorf("token %q: want same, $token, rv, rv+N or a number", spec)
+	}
+	return spec, nil
+}
+
+// PermitNumbers returns the numbers of ps in order.
+func PermitNumbers(ps map[string]Permit) ([]int, error) {
+	ns := make([]int, 0, len(ps))
+	for k := range ps {
+		n, err := strconv.Atoi(k)
+		if err != nil {
+			return nil, fmt.Errorf("permit %q: not a number", k)
+		}
+		ns = append(ns, n)
+	}
+	slices.Sort(ns)
+	return ns, nil
 }
