@@ -251,11 +251,16 @@ func presentedToken(req Request, lk Lock) (token.Token, *Decision) {
 
 // judge applies the token rules: not below the object's record (b), not below (c) nor above (d)
 // the lock's current token, and held now (e). Refusals that a lagging cache could explain ask for
-// a live read first, so the current holder is never refused because of cache lag.
+// a live read first, so the current holder is never refused because of cache lag. A semaphore is
+// judged by its own rule (judgePermit).
 func judge(req Request, lk Lock, presented, recorded token.Token) *Decision {
+	if lk.Lease.Semaphore {
+		return judgePermit(req, lk, presented, recorded)
+	}
 	err := fence.Check(lk.Key, presented, recorded, lk.Lease.Token)
-	var forged *fence.ForgedTokenError
-	var stale *fence.StaleTokenError
+	// errors.AsType, unlike errors.As, keeps these off the heap: an admitted write allocates nothing.
+	_, isForged := errors.AsType[*fence.ForgedTokenError](err)
+	stale, isStale := errors.AsType[*fence.StaleTokenError](err)
 	switch {
 	case err == nil && !lk.Lease.Held() && !lk.Live:
 		return &Decision{NeedLive: true}
@@ -273,16 +278,16 @@ func judge(req Request, lk Lock, presented, recorded token.Token) *Decision {
 		return &d
 	case err == nil:
 		return nil
-	case errors.As(err, &forged) && !lk.Live:
+	case isForged && !lk.Live:
 		return &Decision{NeedLive: true}
-	case errors.As(err, &forged):
+	case isForged:
 		d := deny(ReasonForgedToken, "%s: %v", req.Object, err)
 		return &d
-	case req.Operation == admissionv1.Delete && errors.As(err, &stale):
+	case req.Operation == admissionv1.Delete && isStale:
 		d := deny(ReasonStaleToken, "%s: the object was last written with token %s, and lock %s has moved on to token %s: %s",
 			req.Object, presented, lk.Key, stale.Current, deleteRemedy)
 		return &d
-	case errors.As(err, &stale) && stale.ByObject:
+	case isStale && stale.ByObject:
 		d := deny(ReasonStaleObjectToken, "%s: %v", req.Object, err)
 		return &d
 	default:
@@ -293,6 +298,52 @@ func judge(req Request, lk Lock, presented, recorded token.Token) *Decision {
 
 // deleteRemedy is what a refused DELETE must do: only a holder of the lock may delete.
 const deleteRemedy = "stamp the object with the current token (a fenced update, as the lock's holder), then delete it"
+
+// judgePermit applies the semaphore's rule (docs/design-semaphore-fence.md): the presented token
+// must be the token of a permit held now. Its holders write the same objects in any order, so the
+// object's record does not bound the token as it does for a lock; instead a held token below the
+// record is confirmed live, because only a view at least as new as the write that recorded it can
+// tell that the permit was not revoked since. A token above the last issued one is confirmed live
+// before it is refused (a lagging cache explains it as well as a forgery), and one at or below it
+// that the view shows not held is refused at once: every later grant has a higher token, so a
+// permit that ended never comes back, however old the view.
+func judgePermit(req Request, lk Lock, presented, recorded token.Token) *Decision {
+	st := &lk.Lease
+	_, held := st.HeldToken(presented)
+	err := fence.CheckPermit(lk.Key, presented, recorded, st.Token, held)
+	if err == nil {
+		if presented < recorded && !lk.Live {
+			return &Decision{NeedLive: true}
+		}
+		return nil
+	}
+	if _, forged := err.(*fence.ForgedTokenError); forged && !lk.Live {
+		return &Decision{NeedLive: true}
+	}
+	notHeld, ok := err.(*fence.NotHeldError)
+	if !ok {
+		d := deny(ReasonForgedToken, "%s: %v", req.Object, err)
+		return &d
+	}
+	notHeld.Limit = st.Limit
+	notHeld.Held = make([]token.Token, len(st.Permits))
+	for i, p := range st.Permits {
+		notHeld.Held[i] = p.Token
+	}
+	if st.RevokedToken == presented {
+		notHeld.How = "revoked by the controller because its lease expired"
+	}
+	remedy := "acquire a permit and write with its token"
+	if req.Operation == admissionv1.Delete {
+		remedy = "stamp the object with the token of a permit you hold (a fenced update), then delete it"
+	}
+	reason := ReasonNotHeld
+	if !notHeld.Written.IsZero() {
+		reason = ReasonStaleObjectToken
+	}
+	d := deny(reason, "%s: %v: %s", req.Object, err, remedy)
+	return &d
+}
 
 // denyDelete lets a DELETE through when its namespace is being deleted (nothing is left to
 // protect, and a stuck namespace helps nobody); other refusals stand.
@@ -310,27 +361,47 @@ func denyDelete(req Request, d Decision) Decision {
 }
 
 // checkHolder enforces holderBinding: the writer must be the principal holding the lock, with
-// the holder's token.
+// the holder's token; for a semaphore, the principal holding the permit with the presented token.
 func checkHolder(req Request, lk Lock, presented token.Token) *Decision {
-	st := lk.Lease
+	st := &lk.Lease
+	if st.Semaphore {
+		p, ok := st.HeldToken(presented)
+		if !ok { // judgePermit refused it already; kept so that this check stands on its own
+			d := deny(ReasonNotHolder, "%s: semaphore %s requires writes by its holders (spec.fence.holderBinding) and "+
+				"token %s is not held now; acquire a permit and write with your own credentials", req.Object, lk.Key, presented)
+			return &d
+		}
+		if isPrincipal(req.User, p.Holder) {
+			return nil
+		}
+		d := deny(ReasonNotHolder, "%s: semaphore %s requires writes by the holder of the permit with token %s, %s "+
+			"(spec.fence.holderBinding), but %s wrote; a token copied to another principal cannot be used",
+			req.Object, lk.Key, presented, p.Holder, req.User.Username)
+		return &d
+	}
 	if !st.Held() || presented != st.Token {
 		d := deny(ReasonNotHolder, "%s: lock %s requires writes by its holder (spec.fence.holderBinding) and "+
 			"token %s is not held now; acquire the lock and write with your own credentials", req.Object, lk.Key, presented)
 		return &d
 	}
-	if uid, ok := strings.CutPrefix(st.Holder, locksv1alpha1.PodHolderPrefix); ok {
-		if i := strings.LastIndex(uid, "/"); i >= 0 {
-			uid = uid[i+1:]
-		}
-		if slices.Contains(req.User.Extra[podUIDExtra], uid) {
-			return nil
-		}
-	} else if req.User.Username == st.Holder || strings.HasPrefix(st.Holder, req.User.Username+"/") {
+	if isPrincipal(req.User, st.Holder) {
 		return nil
 	}
 	d := deny(ReasonNotHolder, "%s: lock %s requires writes by its holder %s (spec.fence.holderBinding), "+
 		"but %s wrote; a token copied to another principal cannot be used", req.Object, lk.Key, st.Holder, req.User.Username)
 	return &d
+}
+
+// isPrincipal reports whether user is holder: the pod whose UID its service-account token
+// claims, for a pod holder; the user named, or the user before a slash ("alice/laptop-1").
+func isPrincipal(user authenticationv1.UserInfo, holder string) bool {
+	if uid, ok := strings.CutPrefix(holder, locksv1alpha1.PodHolderPrefix); ok {
+		if i := strings.LastIndex(uid, "/"); i >= 0 {
+			uid = uid[i+1:]
+		}
+		return slices.Contains(user.Extra[podUIDExtra], uid)
+	}
+	return user.Username == holder || strings.HasPrefix(holder, user.Username+"/")
 }
 
 // recordedToken is the token the stored object was last written with, zero if none or malformed.

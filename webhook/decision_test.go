@@ -17,11 +17,15 @@ limitations under the License.
 package webhook
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
@@ -51,10 +55,54 @@ func unrecorded(m *metav1.ObjectMeta, tok string) *metav1.ObjectMeta {
 
 func revoked(l Lock) Lock { l.Lease.RevokedToken = l.Lease.Token; return l }
 
+// ready is lock default/settlement with token current held by holder (empty: free), as
+// lease.Read parses its Lease.
 func ready(current uint64, holder string) Lock {
-	return Lock{Key: "default/settlement", Found: true, LeaseFound: true,
-		Lease: lease.State{Token: token.Token(current), Holder: holder}}
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settlement",
+		Annotations: map[string]string{locksv1alpha1.TokenAnnotation: token.Token(current).String()}}}
+	if current == 0 {
+		delete(l.Annotations, locksv1alpha1.TokenAnnotation)
+	}
+	if holder != "" {
+		l.Spec.HolderIdentity = &holder
+	}
+	return Lock{Key: "default/settlement", Found: true, LeaseFound: true, Lease: readLease(l)}
 }
+
+func readLease(l *coordinationv1.Lease) lease.State {
+	st, err := lease.Read(l)
+	if err != nil {
+		panic(err)
+	}
+	return st
+}
+
+// held is a permit of a semaphore: its token and holder.
+type held struct {
+	tok    uint64
+	holder string
+}
+
+// sem is semaphore default/pool admitting limit holders, whose last issued token is last and
+// whose permits held now are permits, as lease.Read parses its Lease (permit annotations).
+func sem(limit int, last uint64, permits ...held) Lock {
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "pool",
+		Annotations: map[string]string{locksv1alpha1.TokenAnnotation: token.Token(last).String(),
+			locksv1alpha1.PermitsAnnotation: strconv.Itoa(limit)}}}
+	at := metav1.NewMicroTime(time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC))
+	for i, p := range permits {
+		l.Annotations[locksv1alpha1.PermitAnnotation(i+1)] = lease.Permit{Number: i + 1, Holder: p.holder,
+			Token: token.Token(p.tok), AcquireTime: &at, RenewTime: &at}.String()
+	}
+	st := readLease(l)
+	if !st.Semaphore || len(st.Permits) != len(permits) {
+		panic(fmt.Sprintf("sem: read %+v", st))
+	}
+	return Lock{Key: "default/pool", Found: true, LeaseFound: true, Lease: st}
+}
+
+// revokedTok records tok as the token the controller revoked last.
+func revokedTok(l Lock, tok uint64) Lock { l.Lease.RevokedToken = token.Token(tok); return l }
 
 func live(l Lock) Lock { l.Live = true; return l }
 
@@ -68,20 +116,7 @@ func TestDecide(t *testing.T) {
 	sa := authenticationv1.UserInfo{Username: "system:serviceaccount:default:worker",
 		Extra: map[string]authenticationv1.ExtraValue{podUIDExtra: {"uid-1"}}}
 	bound := func(l Lock) Lock { l.Spec.HolderBinding = true; return l }
-	cases := []struct {
-		name      string
-		op        admissionv1.Operation
-		old, new  *metav1.ObjectMeta
-		lock      Lock
-		user      authenticationv1.UserInfo
-		nsTerm    *bool
-		want      string // reason; "" with needLive/needNS
-		needLive  bool
-		needNS    bool
-		inMessage string
-		// finalizing marks an update that only removes finalizers of an object being deleted.
-		finalizing bool
-	}{
+	cases := []decideCase{
 		// rule (a): well-formed
 		{name: "create with the current token", op: create, new: obj("settlement", "34"), lock: ready(34, "b"), want: ReasonCurrent},
 		{name: "missing token", op: create, new: obj("settlement", ""), lock: ready(34, "b"), want: ReasonMissingToken,
@@ -170,71 +205,185 @@ func TestDecide(t *testing.T) {
 			lock: live(bound(ready(34, ""))), user: authenticationv1.UserInfo{Username: "alice"}, want: ReasonNotHeld},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			req := Request{Operation: tc.op, Object: "configmaps default/ledger", Old: tc.old, New: tc.new, User: tc.user,
-				NamespaceTerminating: tc.nsTerm, Finalizing: tc.finalizing}
-			d := Decide(req, tc.lock)
-			if d.NeedLive != tc.needLive || d.NeedNamespace != tc.needNS {
-				t.Fatalf("Decide = %+v; want needLive=%v needNamespace=%v", d, tc.needLive, tc.needNS)
-			}
-			if tc.needLive || tc.needNS {
-				return
-			}
-			if d.Reason != tc.want {
-				t.Fatalf("Decide reason = %s (%s); want %s", d.Reason, d.Message, tc.want)
-			}
-			if d.Allowed != (tc.want == ReasonCurrent || tc.want == ReasonNamespaceTerminating || tc.want == ReasonFinalizing) {
-				t.Fatalf("Decide allowed = %v for reason %s", d.Allowed, d.Reason)
-			}
-			if !d.Allowed && !strings.Contains(d.Message, tc.inMessage) {
-				t.Fatalf("message %q does not contain %q", d.Message, tc.inMessage)
-			}
-		})
+		t.Run(tc.name, tc.run)
 	}
 }
 
-func TestTarget(t *testing.T) {
-	cases := []struct {
-		name     string
-		old, new *metav1.ObjectMeta
-		wantLock string
-		want     string // final reason, "" when a lock must be consulted
-	}{
-		{"unfenced", obj("", ""), obj("", ""), "", ReasonUnfenced},
-		{"create fenced", nil, obj("settlement", "1"), "settlement", ""},
-		{"fence label removed", obj("settlement", "1"), obj("", "1"), "settlement", ""},
-		{"fence label added", obj("", ""), obj("settlement", "1"), "settlement", ""},
-		{"moved to another lock", obj("a", "1"), obj("b", "1"), "", ReasonRelabel},
-		{"empty label value", nil, obj("", ""), "", ReasonUnfenced},
-		{"label value that is no lock name", nil, obj("Not_A_Lock", "1"), "", ReasonInvalidLabel},
-		{"scale of a fenced object", obj("settlement", "1"), obj("settlement", "1"), "", ReasonSubresource},
-		{"scale of an unfenced object", obj("", ""), obj("", ""), "", ReasonUnfenced},
+// decideCase is one request Decide judges, and what it must answer.
+type decideCase struct {
+	name      string
+	op        admissionv1.Operation
+	old, new  *metav1.ObjectMeta
+	lock      Lock
+	user      authenticationv1.UserInfo
+	nsTerm    *bool
+	want      string // reason; "" with needLive/needNS
+	needLive  bool
+	needNS    bool
+	inMessage string
+	// finalizing marks an update that only removes finalizers of an object being deleted.
+	finalizing bool
+}
+
+func (tc decideCase) run(t *testing.T) {
+	req := Request{Operation: tc.op, Object: "configmaps default/ledger", Old: tc.old, New: tc.new, User: tc.user,
+		NamespaceTerminating: tc.nsTerm, Finalizing: tc.finalizing}
+	d := Decide(req, tc.lock)
+	if d.NeedLive != tc.needLive || d.NeedNamespace != tc.needNS {
+		t.Fatalf("Decide = %+v; want needLive=%v needNamespace=%v", d, tc.needLive, tc.needNS)
 	}
-	cases[5].new.Labels[locksv1alpha1.FencedByLabel] = ""
-	cases[5].want = ReasonInvalidLabel
+	if tc.needLive || tc.needNS {
+		return
+	}
+	if d.Reason != tc.want {
+		t.Fatalf("Decide reason = %s (%s); want %s", d.Reason, d.Message, tc.want)
+	}
+	if d.Allowed != (tc.want == ReasonCurrent || tc.want == ReasonNamespaceTerminating || tc.want == ReasonFinalizing) {
+		t.Fatalf("Decide allowed = %v for reason %s", d.Allowed, d.Reason)
+	}
+	if !d.Allowed && !strings.Contains(d.Message, tc.inMessage) {
+		t.Fatalf("message %q does not contain %q", d.Message, tc.inMessage)
+	}
+}
+
+// TestDecideSemaphore is the whole-semaphore rule: the presented token must be the token of a
+// permit held now. Semaphore default/pool admits 3 holders; in most cases it issued tokens up to
+// 130 and permits 120 (worker a) and 130 (worker b) are held.
+func TestDecideSemaphore(t *testing.T) {
+	a, b := held{120, "worker-a"}, held{130, "worker-b"}
+	pool := sem(3, 130, a, b)
+	cases := []decideCase{
+		// held permits, in any order
+		{name: "create with a held permit's token", op: create, new: obj("pool", "130"), lock: pool, want: ReasonCurrent},
+		{name: "the lower held token writes the object it wrote last", op: update, old: obj("pool", "120"), new: obj("pool", "120"),
+			lock: pool, want: ReasonCurrent},
+		{name: "lower held token after the higher one wrote asks for a live read", op: update, old: obj("pool", "130"),
+			new: obj("pool", "120"), lock: pool, needLive: true},
+		{name: "lower held token after the higher one wrote: live shows it held", op: update, old: obj("pool", "130"),
+			new: obj("pool", "120"), lock: live(pool), want: ReasonCurrent},
+		{name: "the higher held token after the lower one wrote", op: update, old: obj("pool", "120"), new: obj("pool", "130"),
+			lock: pool, want: ReasonCurrent},
+		// ended permits: refused at once, even from a lagging cache (a permit that ended never comes back)
+		{name: "released permit refused without a live read", op: update, old: obj("pool", "110"), new: obj("pool", "110"),
+			lock: pool, want: ReasonNotHeld, inMessage: "fencing token 110 of semaphore default/pool is no longer held " +
+				"(its permit was released or revoked); 2 of 3 permits are held now, with tokens 120, 130: acquire a permit and write with its token"},
+		{name: "revoked permit refused with why", op: update, old: obj("pool", "110"), new: obj("pool", "110"),
+			lock: revokedTok(pool, 110), want: ReasonNotHeld, inMessage: "(revoked by the controller because its lease expired)"},
+		{name: "the last issued token, released: no permit held", op: update, old: obj("pool", "130"), new: obj("pool", "130"),
+			lock: sem(2, 130), want: ReasonNotHeld, inMessage: "none of its 2 permits is held now"},
+		{name: "ended permit below the object's token", op: update, old: obj("pool", "130"), new: obj("pool", "110"),
+			lock: pool, want: ReasonStaleObjectToken, inMessage: "and the object was already written with token 130"},
+		{name: "token below the last issued that no permit ever had", op: create, new: obj("pool", "125"), lock: pool,
+			want: ReasonNotHeld, inMessage: "no longer held"},
+		// never issued: above the last issued token, confirmed live before refusing
+		{name: "token above the cached last asks for a live read", op: update, old: obj("pool", "130"), new: obj("pool", "131"),
+			lock: pool, needLive: true},
+		{name: "token above the live last was never issued", op: update, old: obj("pool", "130"), new: obj("pool", "131"),
+			lock: live(pool), want: ReasonForgedToken, inMessage: "fencing token 131 for semaphore default/pool was never issued " +
+				"(the last token it issued is 130)"},
+		// cache lag, both ways
+		{name: "cache behind a grant: live shows the new permit", op: update, old: obj("pool", "130"), new: obj("pool", "140"),
+			lock: live(sem(3, 140, a, b, held{140, "worker-c"})), want: ReasonCurrent},
+		{name: "cache behind a revocation: Cached admits the holder it shows", op: update, old: obj("pool", "120"),
+			new: obj("pool", "120"), lock: pool, want: ReasonCurrent},
+		{name: "cache behind a revocation: the live view refuses", op: update, old: obj("pool", "120"), new: obj("pool", "120"),
+			lock: live(revokedTok(sem(3, 130, b), 120)), want: ReasonNotHeld, inMessage: "revoked by the controller"},
+		{name: "revoked token, newer token wrote, cache lags: asks for a live read", op: update, old: obj("pool", "140"),
+			new: obj("pool", "120"), lock: pool, needLive: true},
+		{name: "revoked token, newer token wrote: live refuses", op: update, old: obj("pool", "140"), new: obj("pool", "120"),
+			lock: live(revokedTok(sem(3, 140, b, held{140, "worker-c"}), 120)), want: ReasonStaleObjectToken,
+			inMessage: "fencing token 120 of semaphore default/pool is no longer held (revoked by the controller because its lease expired), " +
+				"and the object was already written with token 140; 2 of 3 permits are held now, with tokens 130, 140"},
+		// label changes
+		{name: "remove the label with a held token", op: update, old: obj("pool", "130"), new: obj("", "120"), lock: live(pool),
+			want: ReasonCurrent},
+		{name: "remove the label with an ended token", op: update, old: obj("pool", "110"), new: obj("", "110"), lock: pool,
+			want: ReasonNotHeld},
+		// DELETE: the recorded token must be a held permit's
+		{name: "delete of an object written with a held permit", op: del, old: obj("pool", "120"), lock: pool, want: ReasonCurrent},
+		{name: "delete of an object written with an ended permit asks for the namespace", op: del, old: obj("pool", "110"),
+			lock: pool, needNS: true},
+		{name: "delete of an object written with an ended permit", op: del, old: obj("pool", "110"), lock: pool,
+			nsTerm: new(false), want: ReasonNotHeld,
+			inMessage: "stamp the object with the token of a permit you hold (a fenced update), then delete it"},
+		{name: "delete of an object written with a revoked permit in a terminating namespace", op: del, old: obj("pool", "110"),
+			lock: pool, nsTerm: new(true), want: ReasonNamespaceTerminating},
+		{name: "delete of an object recorded above the cached last", op: del, old: obj("pool", "140"), lock: pool,
+			nsTerm: new(false), needLive: true},
+		{name: "delete of an object written with a just-granted permit", op: del, old: obj("pool", "140"),
+			lock: live(sem(3, 140, a, held{140, "worker-c"})), want: ReasonCurrent},
+	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			req := Request{Object: "configmaps default/ledger", Old: tc.old, New: tc.new}
-			if strings.HasPrefix(tc.name, "scale") {
-				req.Subresource = "scale"
+		t.Run(tc.name, tc.run)
+	}
+}
+
+// TestDecideSemaphoreHolderBinding: with holderBinding, the writer must be the holder of the
+// permit whose token it presents, not merely some holder of the semaphore.
+func TestDecideSemaphoreHolderBinding(t *testing.T) {
+	pod0 := authenticationv1.UserInfo{Username: "system:serviceaccount:default:worker",
+		Extra: map[string]authenticationv1.ExtraValue{podUIDExtra: {"uid-0"}}}
+	alice := authenticationv1.UserInfo{Username: "alice"}
+	bound := func(l Lock) Lock { l.Spec.HolderBinding = true; return l }
+	pool := bound(sem(3, 130, held{110, "pod/worker-0/uid-0"}, held{120, "pod/worker-1/uid-1"}, held{130, "alice/laptop-1"}))
+	cases := []decideCase{
+		{name: "pod writes with its own permit's token", op: update, old: obj("pool", "130"), new: obj("pool", "110"),
+			lock: live(pool), user: pod0, want: ReasonCurrent},
+		{name: "pod presents another pod's permit token", op: update, old: obj("pool", "110"), new: obj("pool", "120"),
+			lock: pool, user: pod0, want: ReasonNotHolder,
+			inMessage: "requires writes by the holder of the permit with token 120, pod/worker-1/uid-1"},
+		{name: "user writes with her own permit's token", op: update, old: obj("pool", "110"), new: obj("pool", "130"),
+			lock: pool, user: alice, want: ReasonCurrent},
+		{name: "user presents a pod's permit token", op: update, old: obj("pool", "110"), new: obj("pool", "110"),
+			lock: pool, user: alice, want: ReasonNotHolder, inMessage: "a token copied to another principal cannot be used"},
+		{name: "ended permit refused before holder binding", op: update, old: obj("pool", "100"), new: obj("pool", "100"),
+			lock: pool, user: alice, want: ReasonNotHeld},
+		{name: "delete by the holder of the recorded permit", op: del, old: obj("pool", "130"), lock: pool, user: alice,
+			want: ReasonCurrent},
+		{name: "delete by another holder of the semaphore", op: del, old: obj("pool", "120"), lock: pool, user: alice,
+			nsTerm: new(false), want: ReasonNotHolder},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, tc.run)
+	}
+}
+
+// TestDecideAdmitsWithoutAllocating: the fence answers every fenced write; admitting one with the
+// lock's token, or a held permit's token of a semaphore, allocates nothing.
+func TestDecideAdmitsWithoutAllocating(t *testing.T) {
+	for name, c := range map[string]struct {
+		req Request
+		lk  Lock
+	}{
+		"lock": {Request{Operation: update, Object: "configmaps default/ledger", Old: obj("settlement", "34"),
+			New: obj("settlement", "34")}, ready(34, "b")},
+		"semaphore": {Request{Operation: update, Object: "configmaps default/ledger", Old: obj("pool", "120"),
+			New: obj("pool", "130")}, sem(3, 130, held{120, "worker-a"}, held{130, "worker-b"})},
+	} {
+		if n := testing.AllocsPerRun(100, func() {
+			if d := Decide(c.req, c.lk); !d.Allowed {
+				t.Fatal(d.Message)
 			}
-			name, d := Target(req)
-			if tc.want == "" {
-				if d != nil || name != tc.wantLock {
-					t.Fatalf("Target = %q, %+v; want lock %q", name, d, tc.wantLock)
-				}
-				return
-			}
-			if d == nil || d.Reason != tc.want {
-				t.Fatalf("Target = %q, %+v; want %s", name, d, tc.want)
-			}
-		})
+		}); n != 0 {
+			t.Errorf("%s: Decide allocates %v times per admitted write; want 0", name, n)
+		}
 	}
 }
 
 func BenchmarkDecide(b *testing.B) {
 	req := Request{Operation: update, Object: "configmaps default/ledger", Old: obj("settlement", "34"), New: obj("settlement", "34")}
 	lk := ready(34, "b")
+	b.ReportAllocs()
+	for b.Loop() {
+		if d := Decide(req, lk); !d.Allowed {
+			b.Fatal(d.Message)
+		}
+	}
+}
+
+func BenchmarkDecideSemaphore(b *testing.B) {
+	req := Request{Operation: update, Object: "configmaps default/ledger", Old: obj("pool", "130"), New: obj("pool", "131")}
+	lk := sem(3, 131, held{120, "worker-a"}, held{130, "worker-b"}, held{131, "worker-c"})
 	b.ReportAllocs()
 	for b.Loop() {
 		if d := Decide(req, lk); !d.Allowed {
