@@ -17,6 +17,10 @@ limitations under the License.
 // Package lock is the Go client of fencedlock: acquire a FencedLock, receive its fencing token,
 // renew and release it, and learn when the grant is lost.
 //
+// A FencedLock with spec.permits above 1 is a semaphore: Acquire and TryAcquire then take one of
+// its permits (Grant.Permit), each a grant with its own token, and wait in the lock's one queue
+// when every permit is held. A holder identity holds at most one permit of a lock.
+//
 // The token, not this package, is what keeps data safe. A process can be paused (GC, SIGSTOP, a
 // descheduled VM) at any instruction, including right after it checked that it still holds the
 // lock; renewal loops pause with it. Pass Grant.Token with every write to fenced storage (a fenced
@@ -32,6 +36,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -119,8 +124,8 @@ func (l *Locker) remember(le *coordinationv1.Lease) {
 	l.last = le
 }
 
-// tryLast tries to grant from the remembered Lease if it shows the lock free. It returns nil, nil
-// when there is nothing to try or the copy was stale.
+// tryLast tries to grant from the remembered Lease if it shows the lock free (a permit of a
+// semaphore free). It returns nil, nil when there is nothing to try or the copy was stale.
 func (l *Locker) tryLast(ctx context.Context, a *acquisition) (*Grant, error) {
 	l.mu.Lock()
 	cur := l.last
@@ -128,20 +133,22 @@ func (l *Locker) tryLast(ctx context.Context, a *acquisition) (*Grant, error) {
 	if cur == nil {
 		return nil, nil
 	}
-	if st, err := lease.Read(cur); err != nil || st.Held() || !st.Initialized() {
+	if st, err := lease.Read(cur); err != nil || st.Full() || !st.Initialized() {
 		return nil, nil
 	}
 	return l.attempt(ctx, a, cur)
 }
 
-// heldLast returns the remembered Lease if it shows the lock held by someone else, nil otherwise.
+// heldLast returns the remembered Lease if it shows the lock held by others (every permit of a
+// semaphore, none of them by this identity), nil otherwise.
 func (l *Locker) heldLast() *coordinationv1.Lease {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.last == nil {
 		return nil
 	}
-	if st, err := lease.Read(l.last); err != nil || !st.Held() || st.Holder == l.identity {
+	st, err := lease.Read(l.last)
+	if _, mine := st.HolderOf(l.identity); err != nil || !st.Full() || mine {
 		return nil
 	}
 	return l.last
@@ -164,7 +171,8 @@ func WithClock(c clock.WithTicker) Option { return func(l *Locker) { l.clock = c
 func WithoutQueue() Option { return func(l *Locker) { l.noQueue = true } }
 
 // WithWaitCallback sets a function Acquire calls whenever it finds the lock held by a new holder
-// (or not yet initialized), e.g. to show progress.
+// (a semaphore: its holders or their tokens changed), or not yet initialized, e.g. to show
+// progress.
 func WithWaitCallback(f func(lease.State)) Option { return func(l *Locker) { l.onWait = f } }
 
 // New returns a Locker for FencedLock namespace/name. If the options are invalid (see
@@ -215,8 +223,9 @@ func defaultIdentity() string {
 
 func (l *Locker) key() string { return l.namespace + "/" + l.name }
 
-// TryAcquire acquires the lock if it is free now. It fails with an error satisfying
-// lease.IsHeld if someone holds it, and wraps ErrNoLease if the lock does not exist.
+// TryAcquire acquires the lock if it is free now (a semaphore: one of its free permits). It fails
+// with an error satisfying lease.IsHeld if someone holds it (every permit, or this identity holds
+// one already), and wraps ErrNoLease if the lock does not exist.
 // It makes one attempt: transient API errors are returned, not retried (Acquire retries them).
 func (l *Locker) TryAcquire(ctx context.Context) (*Grant, error) {
 	if l.err != nil {
@@ -240,7 +249,9 @@ func (l *Locker) TryAcquire(ctx context.Context) (*Grant, error) {
 
 // Acquire blocks until the lock is granted to this Locker or ctx ends. It waits on a watch of the
 // lock's Lease, never by polling, and tries to take the lock the moment an event shows it free.
-// A missing Lease is waited for as well.
+// A missing Lease is waited for as well. On a semaphore it takes a free permit, or queues in the
+// lock's one queue until a release hands it the permit that release frees; an identity that holds
+// a permit already waits, unqueued, until that one ends.
 //
 // An API server that is restarting or overloaded does not end the wait: transient errors of its
 // reads, watches and writes (connection refused or reset, timeouts, 429, 5xx) are retried with a
@@ -439,14 +450,26 @@ func (l *Locker) acquireOnce(ctx context.Context, a *acquisition) (*Grant, error
 func (l *Locker) attempt(ctx context.Context, a *acquisition, cur *coordinationv1.Lease) (*Grant, error) {
 	a.last = cur
 	st, rerr := lease.Read(cur)
-	if sent, ok := a.unsure[st.Token]; ok && rerr == nil && st.Holder == l.identity && sameMicro(st.AcquireTime, sent) {
+	// This identity's permit, not the lock's last token: on a semaphore other permits may have
+	// been granted since the write whose response was lost.
+	mine, holds := st.HolderOf(l.identity)
+	holds = holds && rerr == nil
+	if sent, ok := a.unsure[mine.Token]; ok && holds && sameMicro(mine.AcquireTime, sent) {
 		l.remember(cur)
-		return l.newGrant(cur, st.Token, sent), nil
+		return l.newGrant(cur, mine.Token, sent), nil
 	}
 	if rerr == nil && a.ticket != 0 {
 		if g := l.served(a, cur, st); g != nil {
 			return g, nil
 		}
+	}
+	if holds && st.Semaphore && a.ticket == 0 {
+		// This identity holds a permit already (another grant of this Locker, or another process
+		// under the same identity). It holds at most one, so it waits for that one to end instead
+		// of queueing: the queue would serve it a second permit, and Served could not tell the two
+		// apart.
+		l.waiting(a, st)
+		return nil, nil
 	}
 	sent := l.clock.Now()
 	g, err := l.take(ctx, a, cur, st, sent)
@@ -461,10 +484,7 @@ func (l *Locker) attempt(ctx context.Context, a *acquisition, cur *coordinationv
 	case apierrors.IsConflict(err):
 		return nil, nil // someone else wrote first; its event follows
 	case lease.IsHeld(err), errors.Is(err, lease.ErrNotInitialized):
-		if l.onWait != nil && (st.Holder != a.seen.Holder || st.Token != a.seen.Token) {
-			a.seen = st
-			l.onWait(st)
-		}
+		l.waiting(a, st)
 		return nil, nil
 	case retryable(err):
 		// A 429 was refused before it was applied: its outcome is known.
@@ -478,6 +498,20 @@ func (l *Locker) attempt(ctx context.Context, a *acquisition, cur *coordinationv
 	return nil, err
 }
 
+// waiting tells the wait callback about st if its holders or token differ from what it was last
+// told.
+func (l *Locker) waiting(a *acquisition, st lease.State) {
+	if l.onWait == nil || (st.Token == a.seen.Token && slices.EqualFunc(st.Permits, a.seen.Permits, samePermit)) {
+		return
+	}
+	a.seen = st
+	l.onWait(st)
+}
+
+func samePermit(p, q lease.Permit) bool {
+	return p.Number == q.Number && p.Holder == q.Holder && p.Token == q.Token
+}
+
 // served returns the grant a handover made to this queued waiter, if cur shows one. A ticket the
 // lock has served past without serving this waiter means its entry was dropped (judged dead, or
 // malformed): it is forgotten, and the waiter queues again.
@@ -486,7 +520,8 @@ func (l *Locker) served(a *acquisition, cur *coordinationv1.Lease, st lease.Stat
 	case lease.Served(st, l.identity, a.ticket):
 		a.ticket = 0
 		l.remember(cur)
-		return l.newGrant(cur, st.Token, l.clock.Now())
+		mine, _ := st.HolderOf(l.identity) // its permit's token: the lock's may be a later permit's
+		return l.newGrant(cur, mine.Token, l.clock.Now())
 	case lease.Skipped(st, l.identity, a.ticket):
 		a.ticket = 0
 	}
@@ -499,9 +534,22 @@ func (l *Locker) served(a *acquisition, cur *coordinationv1.Lease, st lease.Stat
 func (l *Locker) take(ctx context.Context, a *acquisition, cur *coordinationv1.Lease, st lease.State,
 	now time.Time) (*Grant, error) {
 	if a.ticket != 0 {
-		return nil, &lease.HeldError{Holder: st.Holder, Token: st.Token, Reserved: st.Reserved, Waiting: !st.Held()}
+		return nil, heldError(st)
 	}
 	return l.grant(ctx, cur, now)
+}
+
+// heldError says why a queued waiter does not take the lock st shows, as lease.Grant says it to
+// a newcomer: every permit is held, or the room there is goes to the queue.
+func heldError(st lease.State) *lease.HeldError {
+	e := &lease.HeldError{Token: st.Token, Reserved: st.Reserved, Waiting: !st.Full(), Limit: st.Limit}
+	switch {
+	case st.Full() && !st.Semaphore:
+		e.Holder = st.Holder
+	case st.Full():
+		e.Holders = st.Holders()
+	}
+	return e
 }
 
 // queue makes sure a waiter on a lock it could not take is queued, and that the lock's holder
@@ -577,7 +625,9 @@ func (l *Locker) grantBy(ctx context.Context, cur *coordinationv1.Lease,
 // newGrant is the one constructor of a Grant: tok held as the Lease le shows, last written or
 // confirmed at renewedAt on this process's clock.
 func (l *Locker) newGrant(le *coordinationv1.Lease, tok token.Token, renewedAt time.Time) *Grant {
-	return &Grant{locker: l, Token: tok, lease: le, renewedAt: renewedAt, lost: make(chan struct{})}
+	g := &Grant{locker: l, Token: tok, lease: le, renewedAt: renewedAt, lost: make(chan struct{}), permit: 1}
+	g.notePermit(le)
+	return g
 }
 
 // Grant is one holding of the lock. Its Token is fixed for its whole life.
@@ -593,10 +643,33 @@ type Grant struct {
 	lost      chan struct{}
 	lostErr   error
 	released  bool
+	permit    int // the permit's number as le last showed it
 }
 
 // Holder returns the identity the grant is held under.
 func (g *Grant) Holder() string { return g.locker.identity }
+
+// Permit returns the number of the permit the grant holds, from 1 to the lock's spec.permits
+// (always 1 for a lock), as its Lease last showed it. Only the token identifies a grant: a
+// permit's number is reused by later grants, and a semaphore turned back into a lock
+// (spec.permits: 1) numbers its one holder 1.
+func (g *Grant) Permit() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.permit
+}
+
+// notePermit records the grant's permit number from le, if le shows the grant; g.mu is held or
+// g is not shared yet.
+func (g *Grant) notePermit(le *coordinationv1.Lease) {
+	st, err := lease.Read(le)
+	if err != nil {
+		return
+	}
+	if p, ok := st.Permit(g.locker.identity, g.Token); ok {
+		g.permit = p.Number
+	}
+}
 
 // Duration returns the lease duration the grant must be renewed within, as its Lease last showed
 // it; a Lease without one counts as the shortest a FencedLock allows, 1 s.
@@ -642,6 +715,7 @@ func (g *Grant) update(ctx context.Context, transition func(next *coordinationv1
 		if err == nil {
 			g.mu.Lock()
 			g.lease, g.renewedAt = out, l.clock.Now()
+			g.notePermit(out)
 			g.mu.Unlock()
 			l.remember(out)
 			return nil

@@ -115,7 +115,8 @@ func (l *Locker) leave(ctx context.Context, a *acquisition) {
 		})
 		if errors.Is(err, lease.ErrServedWhileLeaving) {
 			st, _ := lease.Read(cur)
-			_ = l.newGrant(cur, st.Token, l.clock.Now()).Release(ctx)
+			mine, _ := st.HolderOf(l.identity) // its permit's token, not the lock's last
+			_ = l.newGrant(cur, mine.Token, l.clock.Now()).Release(ctx)
 			return
 		}
 		if !apierrors.IsConflict(err) {
