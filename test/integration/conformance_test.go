@@ -18,9 +18,12 @@ package integration
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -144,7 +147,14 @@ func installConformance(ns, name string, c conformance.Case) (lock, queue *coord
 	}
 	ExpectWithOffset(1, k8sClient.Update(ctx, queue)).To(Succeed())
 
+	if c.Before.Limit > 0 {
+		return installSemaphore(c, cur), queue
+	}
 	lock = cur.DeepCopy()
+	delete(lock.Annotations, locksv1alpha1.PermitsAnnotation)
+	for k := range permitAnnotations(lock) {
+		delete(lock.Annotations, k)
+	}
 	setProtocolAnnotations(lock, c.Before.Annotations, "")
 	if c.Before.Holder != ptr.Deref(cur.Spec.HolderIdentity, "") {
 		if c.Before.Holder == "" {
@@ -159,6 +169,100 @@ func installConformance(ns, name string, c conformance.Case) (lock, queue *coord
 	}
 	ExpectWithOffset(1, k8sClient.Update(ctx, lock)).To(Succeed())
 	return lock, queue
+}
+
+// installSemaphore installs a semaphore's state before, as the manager would write it: the
+// semaphore format with no permit held, then one grant per permit in the order of the table's
+// tokens, each with the resourceVersion of its write as token (one write grants one permit).
+func installSemaphore(c conformance.Case, cur *coordinationv1.Lease) *coordinationv1.Lease {
+	lock := cur.DeepCopy()
+	lock.Spec.HolderIdentity = nil
+	for k := range permitAnnotations(lock) {
+		delete(lock.Annotations, k)
+	}
+	setProtocolAnnotations(lock, c.Before.Annotations, "")
+	lock.Annotations[locksv1alpha1.PermitsAnnotation] = strconv.Itoa(c.Before.Limit)
+	ExpectWithOffset(2, k8sClient.Update(ctx, lock)).To(Succeed())
+	numbers, err := conformance.PermitNumbers(c.Before.Permits)
+	ExpectWithOffset(2, err).NotTo(HaveOccurred())
+	slices.SortFunc(numbers, func(a, b int) int {
+		x, _ := strconv.ParseUint(c.Before.Permits[strconv.Itoa(a)].Token, 10, 64)
+		y, _ := strconv.ParseUint(c.Before.Permits[strconv.Itoa(b)].Token, 10, 64)
+		return cmp.Compare(x, y)
+	})
+	for _, n := range numbers {
+		p := c.Before.Permits[strconv.Itoa(n)]
+		now := time.Now().UTC().Format(metav1.RFC3339Micro)
+		lock.Annotations[locksv1alpha1.PermitAnnotation(n)] = fmt.Sprintf("%s %d %s %s %s", lock.ResourceVersion, p.Ticket, now, now, p.Holder)
+		lock.Annotations[locksv1alpha1.TokenAnnotation] = lock.ResourceVersion
+		lock.Spec.LeaseTransitions = new(ptr.Deref(lock.Spec.LeaseTransitions, 0) + 1)
+		ExpectWithOffset(2, k8sClient.Update(ctx, lock)).To(Succeed())
+	}
+	return lock
+}
+
+// permitAnnotations are l's permit annotations (fencedlock.io/permit-<n>).
+func permitAnnotations(l *coordinationv1.Lease) map[string]string {
+	out := map[string]string{}
+	for k, v := range l.Annotations {
+		if strings.HasPrefix(k, locksv1alpha1.PermitAnnotationPrefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// permitIdentities are l's permits as "<token> <ticket> <holder>" by annotation key, times
+// aside (as a raw value when it is not a permit).
+func permitIdentities(l *coordinationv1.Lease) map[string]string {
+	out := map[string]string{}
+	for k, v := range permitAnnotations(l) {
+		p, err := lease.ParsePermit(strings.TrimPrefix(k, locksv1alpha1.PermitAnnotationPrefix), v)
+		if err != nil {
+			out[k] = v
+			continue
+		}
+		out[k] = fmt.Sprintf("%s %s %s", p.Token, p.Ticket, p.Holder)
+	}
+	return out
+}
+
+// wantPermits are an outcome's permits by annotation key, tokens resolved against the installed
+// Lease, as permitIdentities gives them (withTimes: as annotation values, the times by timesOf).
+func wantPermits(w *conformance.Outcome, installed *coordinationv1.Lease, timesOf func(conformance.Permit, string) string) map[string]string {
+	st, err := lease.Read(installed)
+	ExpectWithOffset(2, err).NotTo(HaveOccurred())
+	beforeTok := map[string]string{}
+	for _, p := range st.Permits {
+		beforeTok[strconv.Itoa(p.Number)] = p.Token.String()
+	}
+	out := map[string]string{}
+	for n, p := range w.Permits {
+		if p.Raw != "" {
+			out[locksv1alpha1.PermitAnnotationPrefix+n] = p.Raw
+			continue
+		}
+		tok, err := conformance.Token(p.Token, beforeTok[n], st.Token.String(), installed.ResourceVersion)
+		ExpectWithOffset(2, err).NotTo(HaveOccurred(), "permit %s", n)
+		times := " "
+		if timesOf != nil {
+			times = " " + timesOf(p, tok) + " "
+		}
+		out[locksv1alpha1.PermitAnnotationPrefix+n] = fmt.Sprintf("%s %d%s%s", tok, p.Ticket, times, p.Holder)
+	}
+	return out
+}
+
+// wantLimit is annotation fencedlock.io/permits after an outcome ("" for the lock format).
+func wantLimit(c conformance.Case, w *conformance.Outcome) string {
+	n := c.Before.Limit
+	if w.Limit != nil {
+		n = *w.Limit
+	}
+	if n == 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
 }
 
 // conformanceWrite builds the case's write from the installed state.
@@ -187,6 +291,38 @@ func conformanceWrite(c conformance.Case, w *conformance.Outcome, lock, queue *c
 	if w.Renewed {
 		out.Spec.RenewTime = &now
 	}
+	st, err := lease.Read(lock)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	if p, ok := st.HolderOf(w.Holder); ok && st.Semaphore && !w.Semaphore(c.Before) {
+		out.Spec.AcquireTime, out.Spec.RenewTime = p.AcquireTime, p.RenewTime // back to the lock format
+	}
+	if limit := wantLimit(c, w); limit == "" {
+		delete(out.Annotations, locksv1alpha1.PermitsAnnotation)
+	} else {
+		out.Annotations[locksv1alpha1.PermitsAnnotation] = limit
+	}
+	for k := range permitAnnotations(out) {
+		delete(out.Annotations, k)
+	}
+	stamp := now.UTC().Format(metav1.RFC3339Micro)
+	grants := int32(0)
+	maps.Copy(out.Annotations, wantPermits(w, lock, func(p conformance.Permit, tok string) string {
+		if p.Granted {
+			grants++
+			return stamp + " " + stamp
+		}
+		acquire, renew := stamp, stamp
+		if b, ok := st.HolderOf(p.Holder); ok && b.Token.String() == tok { // kept: its times, renewed or not
+			acquire, renew = b.AcquireTime.UTC().Format(metav1.RFC3339Micro), b.RenewTime.UTC().Format(metav1.RFC3339Micro)
+		}
+		if p.Renewed {
+			renew = stamp
+		}
+		return acquire + " " + renew
+	}))
+	if grants > 0 {
+		out.Spec.LeaseTransitions = new(ptr.Deref(lock.Spec.LeaseTransitions, 0) + grants)
+	}
 	return out
 }
 
@@ -214,14 +350,37 @@ func sameQueue(got, want string) (bool, string) {
 
 // expectConformanceLease checks the lock Lease against an outcome, the lock having been
 // installed as installed.
-func expectConformanceLease(ns, name string, installed *coordinationv1.Lease, w *conformance.Outcome) {
+func expectConformanceLease(ns, name string, c conformance.Case, installed *coordinationv1.Lease, w *conformance.Outcome) {
 	got := getLease(ns, name)
 	tok := installed.Annotations[locksv1alpha1.TokenAnnotation]
 	ExpectWithOffset(1, ptr.Deref(got.Spec.HolderIdentity, "")).To(Equal(w.Holder), "holder")
 	ExpectWithOffset(1, got.Annotations[locksv1alpha1.TokenAnnotation]).
 		To(Equal(conformanceToken(w.Token, tok, installed.ResourceVersion)), "token (%s)", w.Token)
 	ExpectWithOffset(1, protocolAnnotationsOf(got)).To(Equal(expandToken(w.Annotations, tok)), "annotations")
+	ExpectWithOffset(1, got.Annotations[locksv1alpha1.PermitsAnnotation]).To(Equal(wantLimit(c, w)), "annotation fencedlock.io/permits")
+	ExpectWithOffset(1, permitIdentities(got)).To(Equal(wantPermits(w, installed, nil)), "permits")
+	st, err := lease.Read(installed)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	transitions := ptr.Deref(got.Spec.LeaseTransitions, 0) - ptr.Deref(installed.Spec.LeaseTransitions, 0)
+	if w.Semaphore(c.Before) {
+		after, err := lease.Read(got)
+		ExpectWithOffset(1, err).NotTo(HaveOccurred())
+		grants := int32(0)
+		for _, p := range after.Permits {
+			if w.Permits[strconv.Itoa(p.Number)].Granted {
+				grants++
+				ExpectWithOffset(1, p.RenewTime.Equal(p.AcquireTime)).To(BeTrue(), "a grant sets acquireTime = renewTime (permit %d)", p.Number)
+				continue
+			}
+			b, ok := st.Permit(p.Holder, p.Token)
+			ExpectWithOffset(1, ok).To(BeTrue(), "permit %d is neither granted by the write nor held before", p.Number)
+			ExpectWithOffset(1, p.AcquireTime.Equal(b.AcquireTime)).To(BeTrue(), "permit %d: acquireTime moves only in a grant", p.Number)
+			ExpectWithOffset(1, !p.RenewTime.Equal(b.RenewTime)).To(Equal(w.Permits[strconv.Itoa(p.Number)].Renewed),
+				"permit %d: renewTime moves in a renewal only", p.Number)
+		}
+		ExpectWithOffset(1, transitions).To(Equal(grants), "leaseTransitions counts the permits granted")
+		return
+	}
 	if w.Granted {
 		ExpectWithOffset(1, transitions).To(Equal(int32(1)), "a grant moves leaseTransitions on by one")
 		ExpectWithOffset(1, got.Spec.AcquireTime).NotTo(BeNil())
@@ -229,7 +388,11 @@ func expectConformanceLease(ns, name string, installed *coordinationv1.Lease, w 
 	} else {
 		ExpectWithOffset(1, transitions).To(BeZero(), "leaseTransitions moves only in a grant")
 	}
-	renewed := !ptr.Deref(got.Spec.RenewTime, metav1.MicroTime{}).Time.Equal(ptr.Deref(installed.Spec.RenewTime, metav1.MicroTime{}).Time)
+	beforeRenew := installed.Spec.RenewTime
+	if p, ok := st.HolderOf(w.Holder); ok && st.Semaphore { // back to the lock format: the holder's permit
+		beforeRenew = p.RenewTime
+	}
+	renewed := !ptr.Deref(got.Spec.RenewTime, metav1.MicroTime{}).Time.Equal(ptr.Deref(beforeRenew, metav1.MicroTime{}).Time)
 	ExpectWithOffset(1, renewed).To(Equal(w.Renewed || w.Granted), "renewTime moves in a renewal or a grant only")
 }
 
@@ -304,7 +467,7 @@ var _ = Describe("The conformance table against the API server", Ordered, Contin
 				expectConformanceQueue(ns, queue.Name, w)
 				return
 			}
-			expectConformanceLease(ns, name, lock, w)
+			expectConformanceLease(ns, name, c, lock, w)
 		})
 	}
 })

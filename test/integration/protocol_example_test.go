@@ -395,7 +395,7 @@ var _ = Describe("The conformance table through the worked example's functions",
 				}
 				return
 			}
-			expectConformanceLease(ns, name, lk, w)
+			expectConformanceLease(ns, name, c, lk, w)
 		})
 	}
 })
