@@ -161,15 +161,22 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 	if err != nil {
 		return time.Time{}, err
 	}
-	holderPod := findHolder(pods, st.Holder)
 	view := newLeaseView(ctx, r.Client, fl.Namespace, fl.Name, st)
-	var ready *bool
-	var holderProgress progress
-	if holderPod != nil {
-		holderProgress = view.progress(holderPod, fl.Name)
+	holders := make(map[int]*corev1.Pod, len(st.Permits))
+	progressOf := make(map[int]progress, len(st.Permits))
+	ready := func(p lease.Permit) *bool {
+		pod := holders[p.Number]
+		if pod == nil {
+			return nil
+		}
 		// A pod still gated while it waits for its other locks cannot be Ready: its not-Ready
 		// clock starts once it is ungated.
-		ready = new(podReady(holderPod) || (locksv1alpha1.HasLockGate(holderPod) && holderProgress.lacks != ""))
+		return new(podReady(pod) || (locksv1alpha1.HasLockGate(pod) && progressOf[p.Number].lacks != ""))
+	}
+	for _, p := range st.Permits {
+		if pod := findHolder(pods, p.Holder); pod != nil {
+			holders[p.Number], progressOf[p.Number] = pod, view.progress(pod, fl.Name)
+		}
 	}
 	qp, wait, qerr := r.syncQueue(ctx, &fl, st, pods, view.holds, now)
 	if wait {
@@ -188,11 +195,23 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 	if err != nil {
 		return time.Time{}, err
 	}
-	p := computePlan(planInput{st: st, obs: obs, holderPod: holderPod, waiting: qp.waiting, headPod: headPod,
-		settles: settles, holderProgress: holderProgress, headProgress: headProgress, maxHold: maxHold(&fl), now: now})
+	grants := make([]planInput, len(st.Permits))
+	for i, p := range st.Permits {
+		grants[i] = planInput{st: st.OfPermit(p), obs: obs[p.Number], holderPod: holders[p.Number],
+			holderProgress: progressOf[p.Number], waiting: qp.waiting, headPod: headPod, headProgress: headProgress,
+			maxHold: maxHold(&fl), now: now}
+	}
+	room := st.OfPermit(lease.Permit{})
+	room.Permits, room.Served = nil, st.Served
+	p := planLock(st, grants, planInput{st: room, waiting: qp.waiting, headPod: headPod, settles: settles,
+		headProgress: headProgress, now: now})
 	p.deadline = earliest(p.deadline, qp.Deadline)
 	if p.writesLease() {
-		if err := r.applyPlan(ctx, &fl, l, st, p, qp.Queue, obs, now); err != nil {
+		var ended observation
+		if len(p.grant.Permits) > 0 {
+			ended = obs[p.grant.Permits[0].Number]
+		}
+		if err := r.applyPlan(ctx, &fl, l, p, qp.Queue, ended, now); err != nil {
 			return p.deadline, err
 		}
 		return time.Time{}, qerr // the Lease write's watch event brings the next reconcile
@@ -200,15 +219,18 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 	if qerr != nil {
 		return p.deadline, qerr
 	}
-	if p.ungate != nil && p.ungate.UID != obs.ungated { // granted, but not patched (e.g. a crash in between)
-		ok, err := r.ungate(ctx, &fl, p.ungate, st.Token, p.ungateTokens)
+	for _, u := range p.ungates {
+		if r.observer.wasUngated(key, u.ungate.UID) { // granted, but not patched (e.g. a crash in between)
+			continue
+		}
+		ok, err := r.ungate(ctx, &fl, u.ungate, u.grant.Token, u.grant.Permits[0].Number, u.ungateTokens)
 		if err != nil {
 			return p.deadline, err
 		}
 		if !ok {
 			// The cache still shows a pod the API server has replaced. Look again soon; once the
 			// cache catches up, the grant is released.
-			return earliest(p.deadline, now.Add(replacedPodRetry)), nil
+			p.deadline = earliest(p.deadline, now.Add(replacedPodRetry))
 		}
 	}
 
@@ -255,38 +277,40 @@ func (r *FencedLockReconciler) writeStatus(ctx context.Context, fl *locksv1alpha
 }
 
 // recordTransition emits events and metrics for the grants and releases between the status before
-// this reconcile and the Lease state now.
+// this reconcile and the Lease state now. prev are the grants' observations before this reconcile.
 func (r *FencedLockReconciler) recordTransition(fl *locksv1alpha1.FencedLock, l *coordinationv1.Lease,
-	before locksv1alpha1.FencedLockStatus, st lease.State, prev observation, revoked int, now time.Time) {
+	before locksv1alpha1.FencedLockStatus, st lease.State, prev map[int]observation, revoked int, now time.Time) {
 	t := computeTransition(before, st)
 	// Revocations were counted when they were made; every other ended grant was released.
 	if released := int(t.ended) - revoked; released > 0 {
 		countReleases(released)
 	}
-	prevEnded := before.Holder != "" && (!st.Held() || st.Token.String() != before.Token)
-	// A recreated Lease starts again at zero transitions: the grant ended with its Lease, not by
-	// a release.
-	leaseDeleted := prevEnded && !st.Held() && st.Transitions == 0
-	if leaseDeleted {
-		r.recorder.Eventf(fl, l, corev1.EventTypeWarning, locksv1alpha1.ReasonLeaseDeleted, actionRevoke,
-			"The Lease was deleted while %s held it with token %s; recreated with token %s", before.Holder, before.Token, st.Token)
-	}
-	if prevEnded && !t.lastRevoked && !leaseDeleted {
-		if prev.token.String() == before.Token && !prev.acquiredAt.IsZero() {
-			observeHold(now.Sub(prev.acquiredAt))
+	// A recreated Lease starts again at zero transitions: the grants ended with their Lease, not
+	// by a release.
+	leaseDeleted := len(t.endedShown) > 0 && !st.Held() && st.Transitions == 0
+	for _, h := range t.endedShown {
+		switch {
+		case leaseDeleted:
+			r.recorder.Eventf(fl, l, corev1.EventTypeWarning, locksv1alpha1.ReasonLeaseDeleted, actionRevoke,
+				"The Lease was deleted while %s held it with token %s; recreated with token %s", h.Identity, h.Token, st.Token)
+		case h.Token == st.RevokedToken.String():
+			// reported when it was revoked
+		default:
+			for _, o := range prev {
+				if o.token.String() == h.Token && !o.acquiredAt.IsZero() {
+					observeHold(now.Sub(o.acquiredAt))
+				}
+			}
+			r.event(fl, l, locksv1alpha1.ReasonReleased, actionRelease, "Released by %s (token %s)%s",
+				h.Identity, h.Token, permitNote(fl, int(h.Permit)))
 		}
-		r.event(fl, l, locksv1alpha1.ReasonReleased, actionRelease, "Released by %s (token %s)", before.Holder, before.Token)
 	}
-	grantedNow := st.Held() && st.Token.String() != before.Token
-	if grantedNow {
-		r.event(fl, l, locksv1alpha1.ReasonGranted, actionGrant, "Granted to %s with token %s", st.Holder, st.Token)
+	for _, h := range t.grantedShown {
+		r.event(fl, l, locksv1alpha1.ReasonGranted, actionGrant, "Granted to %s with token %s%s",
+			h.Identity, h.Token, permitNote(fl, int(h.Permit)))
 	}
 	// On a busy lock, status writes are coalesced: say how many grants came and went unseen.
-	unseen := t.granted
-	if grantedNow {
-		unseen--
-	}
-	if unseen > 0 {
+	if unseen := int(t.granted) - len(t.grantedShown); unseen > 0 {
 		r.event(fl, l, locksv1alpha1.ReasonReleased, actionRelease,
 			"%d more grant(s) were made and released in between (the lock's token is now %s)", unseen, st.Token)
 	}

@@ -28,12 +28,18 @@ import (
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func held(holder string, tok uint64) lease.State {
-	return lease.State{Holder: holder, Token: tokenOf(tok), Duration: 15 * time.Second, Transitions: 1}
+	st := lease.State{Holder: holder, Token: tokenOf(tok), Duration: 15 * time.Second, Transitions: 1, Limit: 1}
+	st.Permits = []lease.Permit{{Number: 1, Holder: holder, Token: st.Token}}
+	return st
 }
 
 func renewedAt(st lease.State, at time.Time) lease.State {
 	t := metav1.NewMicroTime(at)
 	st.RenewTime = &t
+	if len(st.Permits) == 1 {
+		st.Permits = []lease.Permit{st.Permits[0]}
+		st.Permits[0].RenewTime = &t
+	}
 	return st
 }
 

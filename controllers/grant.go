@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,11 +39,12 @@ import (
 	"github.com/fencedlock/fencedlock/pkg/token"
 )
 
-// applyPlan makes the plan's Lease change in one compare-and-swap (ending the current grant and
+// applyPlan makes the plan's Lease change in one compare-and-swap (ending the grant p.grant and
 // serving the queue, so a handover is a single write, or settling the lock), then ungates a newly
-// granted pod. q is the queue as judged (planQueue).
+// granted pod. q is the queue as judged (planQueue); obs is the ended grant's observation.
 func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.FencedLock, l *coordinationv1.Lease,
-	st lease.State, p plan, q lease.Queue, obs observation, now time.Time) error {
+	p plan, q lease.Queue, obs observation, now time.Time) error {
+	st := p.grant
 	var h lease.Handover
 	_, err := lease.CAS(ctx, lease.ClientWriter{Client: r.Client}, l, func(next *coordinationv1.Lease) error {
 		var err error
@@ -88,7 +90,7 @@ func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.
 	observeWait(now.Sub(enqueuedAt(pod)))
 	log.Info("Granted lock to pod", "pod", pod.Name, "ticket", h.To.Ticket.String(), "token", h.Token.String())
 	r.recorder.Eventf(pod, fl, corev1.EventTypeNormal, locksv1alpha1.ReasonGranted, actionGrant,
-		"Granted lock %s with token %s", fl.Name, h.Token)
+		"Granted lock %s with token %s%s", fl.Name, h.Token, permitNote(fl, h.Permit))
 	if !p.headUngates {
 		// The pod waits for a later lock: the Lease write wakes that lock's reconcile (and the
 		// one that grants the last lock ungates the pod).
@@ -96,8 +98,16 @@ func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.
 	}
 	// If the pod was replaced meanwhile, the Lease write's watch event brings the reconcile that
 	// releases this grant.
-	_, err = r.ungate(ctx, fl, pod, h.Token, p.headTokens)
+	_, err = r.ungate(ctx, fl, pod, h.Token, h.Permit, p.headTokens)
 	return err
+}
+
+// permitNote names the permit in a semaphore's messages, and nothing for a lock.
+func permitNote(fl *locksv1alpha1.FencedLock, permit int) string {
+	if fl.Spec.PermitCount() == 1 && permit <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(" (permit %d of %d)", permit, fl.Spec.PermitCount())
 }
 
 // recordRevoke reports a revocation: metrics, a log line, an event on the lock and, for a pod
@@ -139,13 +149,13 @@ func holderPodRef(namespace, holder string) *corev1.Pod {
 	return pod
 }
 
-// ungate gives a granted pod its token (tok for this lock, others for its other locks) and lets it
-// be scheduled, in one patch. It reports false,
+// ungate gives a granted pod its token (tok for this lock, of its permit; others for its other
+// locks) and lets it be scheduled, in one patch. It reports false,
 // without an error, when the pod is gone or was replaced by a namesake (a StatefulSet's worker-0
 // recreated): the grant, whose identity names the old UID, is released by a later reconcile.
 func (r *FencedLockReconciler) ungate(ctx context.Context, fl *locksv1alpha1.FencedLock, pod *corev1.Pod, tok token.Token,
-	others map[string]token.Token) (bool, error) {
-	patch, err := ungatePatch(pod, fl.Name, tok, others)
+	permit int, others map[string]token.Token) (bool, error) {
+	patch, err := ungatePatch(pod, fl.Name, tok, permit, others)
 	if err != nil {
 		return false, err
 	}
@@ -157,22 +167,24 @@ func (r *FencedLockReconciler) ungate(ctx context.Context, fl *locksv1alpha1.Fen
 		}
 		return false, fmt.Errorf("ungating pod %s of lock %s: %w", pod.Name, fl.Name, err)
 	}
-	r.observer.noteUngated(client.ObjectKeyFromObject(fl), pod.UID)
+	r.observer.noteUngated(client.ObjectKeyFromObject(fl), pod.UID, r.clock.Now())
 	return true, nil
 }
 
 // ungatePatch is the strategic merge patch that sets the pod's tokens and removes its gate: one
 // annotation token.fencedlock.io/<lock> per lock (tok for lock, others for the rest), and, for a
-// pod asking for one lock, fencedlock.io/token as well. A patch addresses a pod by name;
+// pod asking for one lock, fencedlock.io/token and fencedlock.io/permit (its permit's number) as
+// well. A patch addresses a pod by name;
 // metadata.uid makes it a precondition: the API server refuses the whole patch if the pod of that
 // name has another UID (see podReplaced).
-func ungatePatch(pod *corev1.Pod, lock string, tok token.Token, others map[string]token.Token) (client.Patch, error) {
+func ungatePatch(pod *corev1.Pod, lock string, tok token.Token, permit int, others map[string]token.Token) (client.Patch, error) {
 	annotations := map[string]string{locksv1alpha1.LockTokenAnnotation(lock): tok.String()}
 	for l, t := range others {
 		annotations[locksv1alpha1.LockTokenAnnotation(l)] = t.String()
 	}
 	if len(others) == 0 {
 		annotations[locksv1alpha1.TokenAnnotation] = tok.String()
+		annotations[locksv1alpha1.PodPermitAnnotation] = strconv.Itoa(max(permit, 1))
 	}
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{

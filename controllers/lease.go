@@ -21,6 +21,7 @@ import (
 	"fmt"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -54,7 +55,7 @@ func (r *FencedLockReconciler) ensureLease(ctx context.Context, fl *locksv1alpha
 	st, err := lease.Read(&l)
 	if err != nil {
 		return nil, &leaseProblem{reason: locksv1alpha1.ReasonLeaseConflict, message: fmt.Sprintf(
-			"The backing Lease carries an invalid token (%v); restore the annotation or delete the Lease", err)}, nil
+			"The backing Lease carries an invalid annotation (%v); restore it or delete the Lease", err)}, nil
 	}
 	if controlled && st.Initialized() && !leaseNeedsSync(&l, fl) {
 		return &l, nil, nil
@@ -74,6 +75,9 @@ func (r *FencedLockReconciler) ensureLease(ctx context.Context, fl *locksv1alpha
 		}
 		lease.ServeIssued(next, served)
 		next.Spec.LeaseDurationSeconds = &fl.Spec.LeaseDurationSeconds
+		if _, err := lease.SetPermits(next, fl.Spec.PermitCount()); err != nil {
+			return err
+		}
 		return controllerutil.SetControllerReference(fl, next, r.Scheme())
 	})
 	if err != nil && !apierrors.IsConflict(err) {
@@ -82,7 +86,23 @@ func (r *FencedLockReconciler) ensureLease(ctx context.Context, fl *locksv1alpha
 	if err == nil && !st.Initialized() {
 		logf.FromContext(ctx).Info("Initialized lease", "token", l.ResourceVersion)
 	}
+	if limit := fl.Spec.PermitCount(); err == nil && limit != st.Limit {
+		r.reportPermits(ctx, fl, &l, st, limit)
+	}
 	return nil, nil, nil
+}
+
+// reportPermits tells of a change of spec.permits written to the Lease: lowering it below the
+// permits held revokes nobody, so say what happens instead.
+func (r *FencedLockReconciler) reportPermits(ctx context.Context, fl *locksv1alpha1.FencedLock, l *coordinationv1.Lease,
+	st lease.State, limit int) {
+	logf.FromContext(ctx).Info("Changed the number of permits", "from", st.Limit, "to", limit, "held", len(st.Permits))
+	if len(st.Permits) <= limit {
+		return
+	}
+	r.recorder.Eventf(fl, l, corev1.EventTypeNormal, locksv1alpha1.ReasonPermitsLowered, actionGrant,
+		"spec.permits lowered to %d while %d permits are held: nobody is revoked; new grants wait until fewer than %d are held",
+		limit, len(st.Permits), limit)
 }
 
 // createLease creates the lock's Lease; it is stamped with its token by the next reconcile.

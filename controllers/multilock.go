@@ -121,10 +121,11 @@ func (v *leaseView) state(lock string) *lease.State {
 // token returns pod's token for lock if it holds it.
 func (v *leaseView) token(pod *corev1.Pod, lock string) (token.Token, bool) {
 	st := v.state(lock)
-	if st == nil || !st.Held() || !podIsHolder(st.Holder, pod) {
+	if st == nil {
 		return 0, false
 	}
-	return st.Token, true
+	p, ok := st.HolderOf(locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID)))
+	return p.Token, ok
 }
 
 func (v *leaseView) holds(pod *corev1.Pod, lock string) bool {
@@ -145,34 +146,37 @@ func podLockNames(o client.Object) []string {
 	return locksv1alpha1.PodLocks(pod)
 }
 
-// podLocksOfLeaseHolder maps a lock's Lease to the other locks of the multi-lock pod that holds
-// it (the old holder and the new one of an update both count): that pod's grant or loss of this
-// lock decides whether it queues for, keeps or is ungated by the others.
+// podLocksOfLeaseHolder maps a lock's Lease to the other locks of the multi-lock pods that hold
+// it (a permit of it; the old holders and the new ones of an update both count): such a pod's
+// grant or loss of this lock decides whether it queues for, keeps or is ungated by the others.
 func (r *FencedLockReconciler) podLocksOfLeaseHolder(ctx context.Context, obj client.Object) []reconcile.Request {
 	l, ok := obj.(*coordinationv1.Lease)
 	if !ok {
 		return nil
 	}
 	st, err := lease.Read(l)
-	if err != nil || !st.Held() {
-		return nil
-	}
-	ref := holderPodRef(l.Namespace, st.Holder)
-	if ref == nil {
-		return nil
-	}
-	var pod corev1.Pod
-	if err := r.Get(ctx, client.ObjectKeyFromObject(ref), &pod); err != nil || pod.UID != ref.UID {
-		return nil
-	}
-	locks := locksv1alpha1.PodLocks(&pod)
-	if len(locks) <= 1 || !slices.Contains(locks, l.Name) {
+	if err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request
-	for _, name := range locks {
-		if name != l.Name {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: l.Namespace, Name: name}})
+	for _, p := range st.Permits {
+		ref := holderPodRef(l.Namespace, p.Holder)
+		if ref == nil {
+			continue
+		}
+		var pod corev1.Pod
+		if err := r.Get(ctx, client.ObjectKeyFromObject(ref), &pod); err != nil || pod.UID != ref.UID {
+			continue
+		}
+		locks := locksv1alpha1.PodLocks(&pod)
+		if len(locks) <= 1 || !slices.Contains(locks, l.Name) {
+			continue
+		}
+		for _, name := range locks {
+			req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: l.Namespace, Name: name}}
+			if name != l.Name && !slices.Contains(reqs, req) {
+				reqs = append(reqs, req)
+			}
 		}
 	}
 	return reqs

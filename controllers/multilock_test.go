@@ -70,7 +70,11 @@ func TestComputeQueueQueuesAPodForItsNextLockOnly(t *testing.T) {
 				asking = append(asking, p)
 			}
 		}
-		got := names(computeQueue(asking, lock, holders[lock], holds))
+		var st lease.State
+		if h := holders[lock]; h != "" {
+			st = held(h, 1)
+		}
+		got := names(computeQueue(asking, lock, st, holds))
 		if len(got) != len(want) {
 			t.Fatalf("queue of %s = %v; want %v", lock, got, want)
 		}
@@ -171,7 +175,7 @@ func TestComputePlanSeveralLocks(t *testing.T) {
 
 func TestUngatePatchTokens(t *testing.T) {
 	pod := mkMultiPod("p", 0, "a,b")
-	patch, err := ungatePatch(&pod, "b", 9, map[string]token.Token{"a": 7})
+	patch, err := ungatePatch(&pod, "b", 9, 1, map[string]token.Token{"a": 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,8 +189,11 @@ func TestUngatePatchTokens(t *testing.T) {
 		t.Fatalf("a multi-lock pod gets no single token: %s", data)
 	}
 	single := mkPod("s", 0, true)
-	patch, _ = ungatePatch(&single, "settlement", 5, nil)
+	patch, _ = ungatePatch(&single, "settlement", 5, 2, nil)
 	data, _ = patch.Data(nil)
+	if !strings.Contains(string(data), `"fencedlock.io/permit":"2"`) {
+		t.Fatalf("a single-lock pod gets its permit's number: %s", data)
+	}
 	if !strings.Contains(string(data), `"fencedlock.io/token":"5"`) || !strings.Contains(string(data), `"token.fencedlock.io/settlement":"5"`) {
 		t.Fatalf("a single-lock pod keeps fencedlock.io/token: %s", data)
 	}

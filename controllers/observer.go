@@ -17,6 +17,8 @@ limitations under the License.
 package controllers
 
 import (
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,81 +29,134 @@ import (
 	"github.com/fencedlock/fencedlock/pkg/token"
 )
 
-// observation is what the controller saw of a Lease and when, on its own clock. Expiry is judged
-// from these local times only (as client-go leaderelection does with observedTime), never by
-// comparing a holder's renewTime with this machine's clock.
+// observation is what the controller saw of one grant (a permit of the lock, its holder for a
+// lock) and when, on its own clock. Expiry is judged from these local times only (as client-go
+// leaderelection does with observedTime), never by comparing a holder's renewTime with this
+// machine's clock.
 type observation struct {
 	holder string
 	token  token.Token
-	// renewTime is the holder's last spec.renewTime seen, and renewedAt when this controller first
+	// renewTime is the holder's last renewTime seen, and renewedAt when this controller first
 	// saw it. Only a new renewTime of the same grant is a renewal: any other write to the Lease (a
-	// bystander's label, an annotation) must not keep a dead holder's grant alive.
+	// bystander's label, an annotation, another permit's renewal) must not keep a dead holder's
+	// grant alive.
 	renewTime *metav1.MicroTime
 	renewedAt time.Time
 	// acquiredAt is when this controller first saw the current holder with the current token.
 	acquiredAt time.Time
-	// served is the lock's last served queue ticket as last seen: a grant that serves a new one
-	// came from the queue (see lease.LastSignOfLife).
+	// served is the queue ticket the permit was last seen served from: a grant that serves a new
+	// one came from the queue (see lease.LastSignOfLife).
 	served lease.Ticket
 	// notReadySince is, for a pod holder, when this controller first saw it not Ready since it was
 	// granted or last Ready; zero while it is Ready or the holder is not a pod.
 	notReadySince time.Time
+}
+
+// lockObservation is what the controller keeps of one lock: an observation per held permit, by
+// permit number, and the lock's own bookkeeping.
+type lockObservation struct {
+	grants map[int]observation
 	// status is the budget of status writes (coalesced on a busy lock), and revoked how many
 	// grants this controller revoked since the last status write.
 	status  statusBudget
 	revoked int
-	// ungated is the holder pod this controller last ungated: until the cache shows the patch,
-	// the pod still looks gated, and patching it again would be a wasted write.
-	ungated types.UID
-	// failures counts the reconciles of a held lock that failed in a row (see retryBackoff).
+	// failures counts the reconciles of the lock that failed in a row (see retryBackoff).
 	failures int
+	// ungated are the holder pods this controller ungated, and when: until the cache shows the
+	// patch, a pod still looks gated, and patching it again would be a wasted write. An entry
+	// goes once its pod holds no permit and the cache has had ungatedMemory to catch up.
+	ungated map[types.UID]time.Time
 }
+
+// ungatedMemory is how long an ungated pod that the Lease no longer shows as holder is
+// remembered: far longer than any cache lag.
+const ungatedMemory = time.Minute
 
 // observer remembers the last observation of each lock. After a restart every lease gets a fresh
 // observation, which can only postpone an expiry, never advance it.
 type observer struct {
 	mu  sync.Mutex
-	obs map[types.NamespacedName]observation
+	obs map[types.NamespacedName]*lockObservation
 	// seen is what the last judgment of each lock's queue saw of its queued clients (lease.Judge).
 	seen map[types.NamespacedName]map[lease.Ticket]lease.Seen
-	// held counts the locks whose last observation has a holder (the locks-held gauge).
+	// held counts the permits held in the last observation of every lock (the held gauge).
 	held int
 }
 
 func newObserver() *observer {
-	return &observer{obs: map[types.NamespacedName]observation{}, seen: map[types.NamespacedName]map[lease.Ticket]lease.Seen{}}
+	return &observer{obs: map[types.NamespacedName]*lockObservation{}, seen: map[types.NamespacedName]map[lease.Ticket]lease.Seen{}}
 }
 
-// observe records the Lease state seen at now and returns the updated observation and the one it
-// replaced (zero if none).
-func (o *observer) observe(key types.NamespacedName, st lease.State, podReady *bool, now time.Time) (cur, prev observation) {
+// lock returns the lock's observation, creating it; the caller holds mu.
+func (o *observer) lock(key types.NamespacedName) *lockObservation {
+	lo := o.obs[key]
+	if lo == nil {
+		lo = &lockObservation{}
+		o.obs[key] = lo
+	}
+	return lo
+}
+
+// observe records the Lease state seen at now and returns each held permit's observation now and
+// before, by permit number. podReady says, for a permit held by a pod that exists, whether it is
+// Ready (nil otherwise).
+func (o *observer) observe(key types.NamespacedName, st lease.State, podReady func(lease.Permit) *bool,
+	now time.Time) (cur, prev map[int]observation) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	prev = o.obs[key]
-	cur = nextObservation(prev, st, podReady, o.seen[key], now)
-	o.obs[key] = cur
-	o.countHeld(prev, -1)
-	o.countHeld(cur, +1)
+	lo, known := o.obs[key]
+	if !known {
+		lo = o.lock(key)
+	}
+	prev = lo.grants
+	cur = make(map[int]observation, len(st.Permits))
+	for _, p := range st.Permits {
+		cur[p.Number] = nextObservation(prev[p.Number], st.OfPermit(p), podReady(p), o.seen[key], known, now)
+	}
+	o.held += len(cur) - len(prev)
+	setLocksHeld(o.held)
+	lo.grants = cur
+	for uid, at := range lo.ungated {
+		if now.Sub(at) > ungatedMemory && !slices.ContainsFunc(st.Permits, func(p lease.Permit) bool {
+			return strings.HasSuffix(p.Holder, "/"+string(uid))
+		}) {
+			delete(lo.ungated, uid)
+		}
+	}
 	return cur, prev
 }
 
-// noteUngated records that the holder pod uid was ungated.
-func (o *observer) noteUngated(key types.NamespacedName, uid types.UID) {
+// noteUngated records that the controller ungated pod uid at now.
+func (o *observer) noteUngated(key types.NamespacedName, uid types.UID, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	obs := o.obs[key]
-	obs.ungated = uid
-	o.obs[key] = obs
+	lo := o.lock(key)
+	if lo.ungated == nil {
+		lo.ungated = map[types.UID]time.Time{}
+	}
+	lo.ungated[uid] = now
 }
 
-// seenOf returns what the last judgment of the lock's queue saw of its queued clients.
+// wasUngated reports whether the controller ungated pod uid already.
+func (o *observer) wasUngated(key types.NamespacedName, uid types.UID) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	lo, ok := o.obs[key]
+	if !ok {
+		return false
+	}
+	_, done := lo.ungated[uid]
+	return done
+}
+
+// seenOf returns what the last judgment of the lock's queue saw (lease.Judge).
 func (o *observer) seenOf(key types.NamespacedName) map[lease.Ticket]lease.Seen {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.seen[key]
 }
 
-// setSeen records what a judgment of the lock's queue saw.
+// setSeen records what the judgment of the lock's queue saw.
 func (o *observer) setSeen(key types.NamespacedName, seen map[lease.Ticket]lease.Seen) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -112,28 +167,26 @@ func (o *observer) setSeen(key types.NamespacedName, seen map[lease.Ticket]lease
 	o.seen[key] = seen
 }
 
-// failed counts a failed reconcile of the lock and returns how long to wait before retrying.
+// failed counts a failed reconcile of the lock and returns how long to wait before the next try.
 func (o *observer) failed(key types.NamespacedName) time.Duration {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	obs := o.obs[key]
-	obs.failures++
-	o.obs[key] = obs
-	return retryBackoff(obs.failures)
+	lo := o.lock(key)
+	lo.failures++
+	return retryBackoff(lo.failures)
 }
 
-// succeeded records a successful reconcile, ending the lock's retry backoff.
+// succeeded resets the lock's failure count.
 func (o *observer) succeeded(key types.NamespacedName) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if obs, ok := o.obs[key]; ok && obs.failures > 0 { // a forgotten lock stays forgotten
-		obs.failures = 0
-		o.obs[key] = obs
+	if lo, ok := o.obs[key]; ok { // a forgotten lock stays forgotten
+		lo.failures = 0
 	}
 }
 
-// retryBackoff is the wait before retrying after the nth failure in a row: from one second,
-// doubling, up to a minute. A lock whose status writes keep failing costs a write a minute.
+// retryBackoff is the wait before retrying a lock whose reconcile failed n times in a row:
+// exponential from a second, at most a minute.
 func retryBackoff(n int) time.Duration {
 	const base, limit = time.Second, time.Minute
 	if n > 6 { // base<<6 is already past the limit
@@ -142,65 +195,57 @@ func retryBackoff(n int) time.Duration {
 	return min(base<<max(n-1, 0), limit)
 }
 
-// noteRevoke counts a revocation made by this controller.
+// noteRevoke counts a revocation made by this controller, reported with the next status write.
 func (o *observer) noteRevoke(key types.NamespacedName) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	obs := o.obs[key]
-	obs.revoked++
-	o.obs[key] = obs
+	o.lock(key).revoked++
 }
 
-// statusWait returns how long a changed status must wait so that status writes of one lock are
-// at least minInterval apart; zero means write now.
+// statusWait returns how long the lock's next status write must wait (zero: write now).
 func (o *observer) statusWait(key types.NamespacedName, now time.Time, minInterval time.Duration) time.Duration {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.obs[key].status.wait(now, minInterval)
+	if lo, ok := o.obs[key]; ok {
+		return lo.status.wait(now, minInterval)
+	}
+	return statusBudget{}.wait(now, minInterval)
 }
 
-// statusWritten records a status write and returns the revocations made since the previous one.
+// statusWritten spends a status write and returns the revocations made since the last one.
 func (o *observer) statusWritten(key types.NamespacedName, now time.Time, minInterval time.Duration) (revoked int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	obs := o.obs[key]
-	revoked, obs.revoked = obs.revoked, 0
-	obs.status = obs.status.spend(now, minInterval)
-	o.obs[key] = obs
+	lo := o.lock(key)
+	revoked, lo.revoked = lo.revoked, 0
+	lo.status = lo.status.spend(now, minInterval)
 	return revoked
 }
 
-// forget drops the observation of a lock that no longer exists.
+// forget drops a deleted lock.
 func (o *observer) forget(key types.NamespacedName) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.countHeld(o.obs[key], -1)
+	if lo, ok := o.obs[key]; ok {
+		o.held -= len(lo.grants)
+		setLocksHeld(o.held)
+	}
 	delete(o.obs, key)
 	delete(o.seen, key)
 }
 
-// countHeld adds d to the locks held if obs has a holder, and publishes the count. Called with
-// o.mu held.
-func (o *observer) countHeld(obs observation, d int) {
-	if obs.holder != "" {
-		o.held += d
-		setLocksHeld(o.held)
-	}
-}
-
-// nextObservation is the pure part of observe. podReady is the holder pod's readiness, nil when
-// the holder is not a pod; seen is what the last judgment of the queue saw of its clients. A new
-// grant counts as renewed at its holder's last sign of life (lease.LastSignOfLife): a client
-// handed the lock from the queue has shown none since its last beat.
+// nextObservation is the observation of one grant after the controller saw it in st (the lock
+// as seen by the grant: State.OfPermit) at now. known says the controller observed the lock
+// before (not the first look after a start): only then can a grant be new since the last look.
 func nextObservation(prev observation, st lease.State, podReady *bool, seen map[lease.Ticket]lease.Seen,
-	now time.Time) observation {
+	known bool, now time.Time) observation {
 	cur := prev
 	cur.served = st.Served
 	switch {
 	case prev.holder != st.Holder || prev.token != st.Token || prev.acquiredAt.IsZero():
 		cur.holder, cur.token, cur.renewTime = st.Holder, st.Token, st.RenewTime.DeepCopy()
 		cur.acquiredAt, cur.renewedAt = now, now
-		if !prev.acquiredAt.IsZero() && st.Held() {
+		if known && st.Held() {
 			cur.renewedAt = lease.LastSignOfLife(st, prev.served, seen, now)
 		}
 		cur.notReadySince = time.Time{}

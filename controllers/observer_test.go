@@ -29,31 +29,31 @@ import (
 
 func TestNextObservation(t *testing.T) {
 	a := renewedAt(held("a", 10), t0)
-	first := nextObservation(observation{}, a, nil, nil, t0)
+	first := nextObservation(observation{}, a, nil, nil, true, t0)
 	if !first.renewedAt.Equal(t0) || !first.acquiredAt.Equal(t0) {
 		t.Fatalf("first observation %+v", first)
 	}
-	same := nextObservation(first, a, nil, nil, t0.Add(5*time.Second))
+	same := nextObservation(first, a, nil, nil, true, t0.Add(5*time.Second))
 	if same != first {
 		t.Fatalf("an unchanged lease must not move the observation: %+v", same)
 	}
 	// A bystander's write (a label, an annotation, the same renewTime written again) changes the
 	// resourceVersion but not renewTime: not a renewal. Only the fields nextObservation reads are
 	// in lease.State, so "same state, later" is exactly such a write.
-	rewritten := nextObservation(first, renewedAt(held("a", 10), t0), nil, nil, t0.Add(5*time.Second))
+	rewritten := nextObservation(first, renewedAt(held("a", 10), t0), nil, nil, true, t0.Add(5*time.Second))
 	if rewritten != first {
 		t.Fatalf("a write of the same renewTime must not renew: %+v", rewritten)
 	}
-	renewed := nextObservation(first, renewedAt(a, t0.Add(time.Millisecond)), nil, nil, t0.Add(5*time.Second))
+	renewed := nextObservation(first, renewedAt(a, t0.Add(time.Millisecond)), nil, nil, true, t0.Add(5*time.Second))
 	if !renewed.renewedAt.Equal(t0.Add(5*time.Second)) || !renewed.acquiredAt.Equal(t0) {
 		t.Fatalf("a renewal moves renewedAt only, to when it was observed: %+v", renewed)
 	}
 	// The holder's clock is not this controller's: a renewTime far in the past still renews now.
-	skewed := nextObservation(renewed, renewedAt(a, t0.Add(-time.Hour)), nil, nil, t0.Add(6*time.Second))
+	skewed := nextObservation(renewed, renewedAt(a, t0.Add(-time.Hour)), nil, nil, true, t0.Add(6*time.Second))
 	if !skewed.renewedAt.Equal(t0.Add(6 * time.Second)) {
 		t.Fatalf("a changed renewTime renews whatever its value: %+v", skewed)
 	}
-	regrant := nextObservation(renewed, renewedAt(held("b", 13), t0), nil, nil, t0.Add(7*time.Second))
+	regrant := nextObservation(renewed, renewedAt(held("b", 13), t0), nil, nil, true, t0.Add(7*time.Second))
 	if !regrant.acquiredAt.Equal(t0.Add(7*time.Second)) || !regrant.renewedAt.Equal(t0.Add(7*time.Second)) {
 		t.Fatalf("a new grant moves acquiredAt and renewedAt, even with the same renewTime: %+v", regrant)
 	}
@@ -61,19 +61,19 @@ func TestNextObservation(t *testing.T) {
 
 func TestPodObservation(t *testing.T) {
 	st := held(locksv1alpha1.PodHolderIdentity("p", "uid-p"), 10)
-	o := nextObservation(observation{}, st, new(false), nil, t0) // just granted, not Ready yet
+	o := nextObservation(observation{}, st, new(false), nil, true, t0) // just granted, not Ready yet
 	if !o.notReadySince.Equal(t0) {
 		t.Fatalf("notReadySince = %v", o.notReadySince)
 	}
-	o = nextObservation(o, st, new(false), nil, t0.Add(5*time.Second))
+	o = nextObservation(o, st, new(false), nil, true, t0.Add(5*time.Second))
 	if !o.notReadySince.Equal(t0) {
 		t.Fatal("notReadySince must keep the first observation")
 	}
-	o = nextObservation(o, st, new(true), nil, t0.Add(6*time.Second))
+	o = nextObservation(o, st, new(true), nil, true, t0.Add(6*time.Second))
 	if !o.notReadySince.IsZero() {
 		t.Fatal("a Ready pod clears notReadySince")
 	}
-	o = nextObservation(o, st, new(false), nil, t0.Add(60*time.Second))
+	o = nextObservation(o, st, new(false), nil, true, t0.Add(60*time.Second))
 	if !o.notReadySince.Equal(t0.Add(60 * time.Second)) {
 		t.Fatal("a pod that turns not Ready starts a new clock")
 	}
@@ -101,15 +101,16 @@ func TestObserverCountsLocksHeld(t *testing.T) {
 			t.Fatalf("%s: %d locks counted held, gauge %v; want %d", when, o.held, testutil.ToFloat64(locksHeld), want)
 		}
 	}
-	o.observe(a, lease.State{Token: 9}, nil, t0)
+	none := func(lease.Permit) *bool { return nil }
+	o.observe(a, lease.State{Token: 9}, none, t0)
 	check(0, "a free lock")
-	o.observe(a, held("x", 10), nil, t0)
-	o.observe(b, held("y", 11), nil, t0)
+	o.observe(a, held("x", 10), none, t0)
+	o.observe(b, held("y", 11), none, t0)
 	check(2, "two grants")
-	o.observe(a, renewedAt(held("x", 10), t0.Add(time.Second)), nil, t0.Add(time.Second))
-	o.observe(a, held("z", 12), nil, t0.Add(2*time.Second))
+	o.observe(a, renewedAt(held("x", 10), t0.Add(time.Second)), none, t0.Add(time.Second))
+	o.observe(a, held("z", 12), none, t0.Add(2*time.Second))
 	check(2, "a renewal and a handover")
-	o.observe(a, lease.State{Token: 12}, nil, t0.Add(3*time.Second))
+	o.observe(a, lease.State{Token: 12}, none, t0.Add(3*time.Second))
 	check(1, "a release")
 	o.forget(b)
 	o.forget(a)

@@ -55,6 +55,11 @@ type plan struct {
 	ungate      *corev1.Pod // a holder pod still behind the gate (just granted, or a crash in between)
 	// ungateTokens are the ungated holder pod's tokens for its other locks (several locks).
 	ungateTokens map[string]token.Token
+	// grant is the lock as seen by the grant this plan is about (lease.State.OfPermit): the one
+	// it ends, or whose pod it ungates.
+	grant lease.State
+	// ungates are the holder pods of a lock's permits still behind the gate (planLock).
+	ungates []plan
 	// deadline is when the current grant expires if nothing changes; zero: no timer.
 	deadline time.Time
 }
@@ -117,6 +122,36 @@ func computePlan(in planInput) plan {
 			if in.headProgress.lacks == "" {
 				p.headUngates, p.headTokens = true, in.headProgress.tokens
 			}
+		}
+	}
+	return p
+}
+
+// planLock is the plan of a whole lock: each held permit is planned as a grant of its own
+// (computePlan of the permit's view) and room, if the lock has any, as a free lock (computePlan
+// of a view without a holder, which serves the queue). The first grant that ends makes the
+// lock's one Lease write, and serves the queue onto the permit it frees; the others wait for the
+// reconcile that write brings. Otherwise the lock settles (serves the queue onto a free permit,
+// or keeps its waiting mark true), and every holder pod still gated is ungated.
+func planLock(st lease.State, grants []planInput, room planInput) plan {
+	plans := make([]plan, len(grants))
+	for i, g := range grants {
+		plans[i] = computePlan(g)
+		plans[i].grant = g.st
+		if plans[i].end != keep {
+			return plans[i]
+		}
+	}
+	var p plan
+	if !st.Full() {
+		p = computePlan(room)
+	} else {
+		p.settle = room.settles // a full lock keeps its waiting mark true (or clears it)
+	}
+	for _, g := range plans {
+		p.deadline = earliest(p.deadline, g.deadline)
+		if g.ungate != nil {
+			p.ungates = append(p.ungates, g)
 		}
 	}
 	return p

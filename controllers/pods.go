@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
 )
 
 // Pods hold a lock under identity "pod/<name>/<uid>". While a pod holds it, the controller keeps
@@ -66,10 +67,10 @@ func enqueuedAt(pod *corev1.Pod) time.Time {
 }
 
 // computeQueue returns the pods waiting for the lock in FIFO order: gated, not being deleted, not
-// the holder, and, for a pod asking for several locks, holding all that come before lock in the
+// a holder (holds a permit of it: st), and, for a pod asking for several locks, holding all that come before lock in the
 // order (waitsFor; holds says which it holds). Ties (same instant) break by creation time, then
 // name, so the order is stable.
-func computeQueue(pods []corev1.Pod, lock, holder string, holds holdsFunc) []*corev1.Pod {
+func computeQueue(pods []corev1.Pod, lock string, st lease.State, holds holdsFunc) []*corev1.Pod {
 	type waiter struct {
 		pod *corev1.Pod
 		at  time.Time // parsed once: a queue of a thousand pods is sorted on every reconcile
@@ -77,7 +78,7 @@ func computeQueue(pods []corev1.Pod, lock, holder string, holds holdsFunc) []*co
 	var ws []waiter
 	for i := range pods {
 		p := &pods[i]
-		if locksv1alpha1.HasLockGate(p) && p.DeletionTimestamp.IsZero() && !podIsHolder(holder, p) &&
+		if locksv1alpha1.HasLockGate(p) && p.DeletionTimestamp.IsZero() && !holdsPermit(st, p) &&
 			waitsFor(p, locksv1alpha1.PodLocks(p), lock, holds) {
 			ws = append(ws, waiter{p, enqueuedAt(p)})
 		}
@@ -91,6 +92,12 @@ func computeQueue(pods []corev1.Pod, lock, holder string, holds holdsFunc) []*co
 		q[i] = w.pod
 	}
 	return q
+}
+
+// holdsPermit reports whether pod holds a permit of the lock whose state is st.
+func holdsPermit(st lease.State, pod *corev1.Pod) bool {
+	_, ok := st.HolderOf(locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID)))
+	return ok
 }
 
 // findHolder returns the pod holding the lock, or nil if the holder is not one of pods.

@@ -272,7 +272,7 @@ var _ = Describe("Pods as lock holders", func() {
 		ns := newNamespace()
 		newPod(ns, "worker-0", "no-such-lock") // no lock of that name: the controller leaves it gated
 		old := getPod(ns, "worker-0")
-		patch, err := controllers.UngatePatch(old, "no-such-lock", token.Token(42), nil)
+		patch, err := controllers.UngatePatch(old, "no-such-lock", token.Token(42), 1, nil)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(recreatePod(ns, "worker-0", old.UID)).To(Succeed())
 
@@ -284,7 +284,7 @@ var _ = Describe("Pods as lock holders", func() {
 		Expect(p.Annotations).NotTo(HaveKey(locksv1alpha1.TokenAnnotation))
 
 		By("a patch made for the namesake lands")
-		patch, err = controllers.UngatePatch(p, "no-such-lock", token.Token(43), nil)
+		patch, err = controllers.UngatePatch(p, "no-such-lock", token.Token(43), 1, nil)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(k8sClient.Patch(ctx, p.DeepCopy(), patch)).To(Succeed())
 		p = getPod(ns, "worker-0")

@@ -63,7 +63,7 @@ func TestComputeQueue(t *testing.T) {
 		mkPod("tie-b", 5*time.Millisecond, true),
 		mkPod("tie-a", 5*time.Millisecond, true),
 	}
-	got := names(computeQueue(pods, "ledger", locksv1alpha1.PodHolderIdentity("holder", "uid-holder"), nil))
+	got := names(computeQueue(pods, "ledger", held(locksv1alpha1.PodHolderIdentity("holder", "uid-holder"), 1), nil))
 	want := []string{"z-first", "a", "c", "tie-a", "tie-b"}
 	if len(got) != len(want) {
 		t.Fatalf("queue = %v; want %v", got, want)

@@ -41,8 +41,8 @@ import (
 // queueInput is what planQueue decides from.
 type queueInput struct {
 	q      lease.Queue
-	served lease.Ticket // the lock's last queued grant (State.Served)
-	holder string
+	served lease.Ticket                // the lock's last queued grant (State.Served)
+	st     lease.State                 // the lock as read: its holders are not queued
 	lock   string                      // the lock's name
 	holds  holdsFunc                   // which other locks a pod holds (pods asking for several)
 	pods   []corev1.Pod                // the pods asking for the lock
@@ -62,7 +62,7 @@ type queuePlan struct {
 // planQueue is the pure part of the controller's queue keeping: the judgment of the queue, with
 // the gated pods not queued yet joined in the order they asked (computeQueue's order).
 func planQueue(in queueInput) queuePlan {
-	asking := computeQueue(in.pods, in.lock, in.holder, in.holds)
+	asking := computeQueue(in.pods, in.lock, in.st, in.holds)
 	gated := make(map[string]*corev1.Pod, len(asking))
 	for _, pod := range asking {
 		gated[locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID))] = pod
@@ -95,7 +95,7 @@ func planQueue(in queueInput) queuePlan {
 func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.FencedLock, st lease.State,
 	pods []corev1.Pod, holds holdsFunc, now time.Time) (p queuePlan, wait bool, err error) {
 	lk := client.ObjectKeyFromObject(fl)
-	in := queueInput{q: lease.Queue{Next: st.Served + 1}, served: st.Served, holder: st.Holder, lock: fl.Name,
+	in := queueInput{q: lease.Queue{Next: st.Served + 1}, served: st.Served, st: st, lock: fl.Name,
 		holds: holds, pods: pods, seen: r.observer.seenOf(lk),
 		window: lease.Window(time.Duration(fl.Spec.LeaseDurationSeconds) * time.Second), now: now}
 	var ql coordinationv1.Lease

@@ -18,6 +18,7 @@ package controllers
 
 import (
 	"fmt"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -41,6 +42,12 @@ func computeStatus(fl *locksv1alpha1.FencedLock, st lease.State, qp queuePlan, n
 	if st.Held() {
 		s.AcquireTime, s.RenewTime = st.AcquireTime, st.RenewTime
 	}
+	s.Holders = nil
+	for _, p := range st.Permits[:min(len(st.Permits), maxHoldersShown)] {
+		s.Holders = append(s.Holders, locksv1alpha1.Holder{Permit: int32(p.Number), Identity: shownIdentity(p.Holder),
+			Token: p.Token.String(), AcquireTime: p.AcquireTime, RenewTime: p.RenewTime})
+	}
+	s.Held = fmt.Sprintf("%d/%d", len(st.Permits), fl.Spec.PermitCount())
 	s.WaitingCount = int32(len(qp.waiting))
 	s.Waiters = nil
 	for _, w := range qp.waiting[:min(len(qp.waiting), maxWaitersShown)] {
@@ -58,6 +65,10 @@ func computeStatus(fl *locksv1alpha1.FencedLock, st lease.State, qp queuePlan, n
 
 // maxWaitersShown bounds status.waiters (the API allows ten).
 const maxWaitersShown = 10
+
+// maxHoldersShown bounds status.holders (the API allows a hundred, spec.permits' bound; more are
+// held only if the Lease was written by hand).
+const maxHoldersShown = 100
 
 // maxIdentityShown is the longest identity status shows (the API's bound on status.holder and
 // status.waiters[].identity): a status write with a longer one would be refused, and with it
@@ -81,6 +92,9 @@ func shownIdentity(id string) string {
 // setHeldCondition sets Held from the Lease state.
 func setHeldCondition(s *locksv1alpha1.FencedLockStatus, gen int64, st lease.State, now time.Time) {
 	switch {
+	case st.Held() && st.Semaphore:
+		setCondition(s, gen, locksv1alpha1.ConditionHeld, metav1.ConditionTrue, locksv1alpha1.ReasonGranted,
+			fmt.Sprintf("%d of %d permits held; last token %s", len(st.Permits), st.Limit, st.Token), now)
 	case st.Held():
 		setCondition(s, gen, locksv1alpha1.ConditionHeld, metav1.ConditionTrue, locksv1alpha1.ReasonGranted,
 			fmt.Sprintf("Held by %s with token %s", shownIdentity(st.Holder), st.Token), now)
@@ -114,10 +128,11 @@ func setCondition(s *locksv1alpha1.FencedLockStatus, gen int64, typ string, stat
 type transition struct {
 	// granted is the number of grants made, counted from the Lease's transition counter.
 	granted int32
-	// ended is the number of grants that ended; lastRevoked tells whether the last one to end, the
-	// one the previous status showed, was revoked by expiry.
-	ended       int32
-	lastRevoked bool
+	// ended is the number of grants that ended.
+	ended int32
+	// endedShown are the grants the previous status showed that ended, grantedShown the grants
+	// held now that it did not show.
+	endedShown, grantedShown []locksv1alpha1.Holder
 }
 
 // computeTransition compares the previous status with the Lease state now.
@@ -129,20 +144,38 @@ func computeTransition(prev locksv1alpha1.FencedLockStatus, st lease.State) tran
 			t.granted = st.Transitions
 		}
 	}
-	// Every grant made or held before ends unless it is the one held now.
-	t.ended = t.granted
-	if prev.Holder != "" {
-		t.ended++
+	before := shownHolders(prev)
+	for _, h := range before {
+		if !slices.ContainsFunc(st.Permits, func(p lease.Permit) bool { return p.Token.String() == h.Token }) {
+			t.endedShown = append(t.endedShown, h)
+		}
 	}
-	if st.Held() {
-		t.ended--
+	for _, p := range st.Permits {
+		if !slices.ContainsFunc(before, func(h locksv1alpha1.Holder) bool { return h.Token == p.Token.String() }) {
+			t.grantedShown = append(t.grantedShown, locksv1alpha1.Holder{Permit: int32(p.Number), Identity: p.Holder,
+				Token: p.Token.String()})
+		}
 	}
-	t.ended = max(t.ended, 0)
-	t.lastRevoked = prev.Holder != "" && st.RevokedToken.String() == prev.Token
+	// Every grant made or held before ends unless it is held now.
+	t.ended = max(t.granted+int32(len(before))-int32(len(st.Permits)), 0)
 	return t
 }
 
-// desiredLeaseSpec reports whether the Lease needs the lock's spec applied.
+// shownHolders are the holders a status shows: status.holders, or the holder of a status written
+// before semaphores.
+func shownHolders(s locksv1alpha1.FencedLockStatus) []locksv1alpha1.Holder {
+	if len(s.Holders) > 0 || s.Holder == "" {
+		return s.Holders
+	}
+	return []locksv1alpha1.Holder{{Permit: 1, Identity: s.Holder, Token: s.Token}}
+}
+
+// leaseNeedsSync reports whether the Lease needs the lock's spec applied (its duration and
+// permits).
 func leaseNeedsSync(l *coordinationv1.Lease, fl *locksv1alpha1.FencedLock) bool {
-	return l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds != fl.Spec.LeaseDurationSeconds
+	if l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds != fl.Spec.LeaseDurationSeconds {
+		return true
+	}
+	changed, err := lease.SetPermits(l.DeepCopy(), fl.Spec.PermitCount())
+	return changed || err != nil
 }

@@ -17,6 +17,7 @@ limitations under the License.
 package controllers
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,25 +34,42 @@ func TestComputeTransition(t *testing.T) {
 	prevHeld := locksv1alpha1.FencedLockStatus{Holder: "a", Token: "10", LeaseTransitions: 3}
 	prevFree := locksv1alpha1.FencedLockStatus{Token: "10", LeaseTransitions: 3}
 	revoked := lease.State{Token: tokenOf(10), RevokedToken: tokenOf(10), Transitions: 3}
+	withTransitions := func(st lease.State, n int32) lease.State { st.Transitions = n; return st }
+	// A semaphore of 3: permits 1 (token 10) and 2 (token 11) held, then 1 released and 3 granted.
+	prevSem := locksv1alpha1.FencedLockStatus{Token: "11", LeaseTransitions: 4, Holders: []locksv1alpha1.Holder{
+		{Permit: 1, Identity: "a", Token: "10"}, {Permit: 2, Identity: "b", Token: "11"}}}
+	sem := lease.State{Token: tokenOf(14), Transitions: 5, Semaphore: true, Limit: 3, Permits: []lease.Permit{
+		{Number: 2, Holder: "b", Token: tokenOf(11)}, {Number: 3, Holder: "c", Token: tokenOf(14)}}}
 	cases := []struct {
-		name string
-		prev locksv1alpha1.FencedLockStatus
-		st   lease.State
-		want transition
+		name                   string
+		prev                   locksv1alpha1.FencedLockStatus
+		st                     lease.State
+		granted, ended         int32
+		endedShown, grantShown []string
 	}{
-		{"nothing happened", prevHeld, lease.State{Holder: "a", Token: tokenOf(10), Transitions: 3}, transition{}},
-		{"released", prevHeld, lease.State{Token: tokenOf(10), Transitions: 3}, transition{ended: 1}},
-		{"revoked", prevHeld, revoked, transition{ended: 1, lastRevoked: true}},
-		{"granted from free", prevFree, lease.State{Holder: "b", Token: tokenOf(12), Transitions: 4}, transition{granted: 1}},
-		{"handed over between reconciles", prevHeld, lease.State{Holder: "c", Token: tokenOf(20), Transitions: 6},
-			transition{granted: 3, ended: 3}},
-		{"many grants coalesced, free now", prevHeld, lease.State{Token: tokenOf(30), Transitions: 8}, transition{granted: 5, ended: 6}},
-		{"lease recreated: counter restarted", prevFree, lease.State{Holder: "b", Token: tokenOf(30), Transitions: 1}, transition{granted: 1}},
+		{"nothing happened", prevHeld, withTransitions(held("a", 10), 3), 0, 0, nil, nil},
+		{"released", prevHeld, lease.State{Token: tokenOf(10), Transitions: 3}, 0, 1, []string{"a"}, nil},
+		{"revoked", prevHeld, revoked, 0, 1, []string{"a"}, nil},
+		{"granted from free", prevFree, withTransitions(held("b", 12), 4), 1, 0, nil, []string{"b"}},
+		{"handed over between reconciles", prevHeld, withTransitions(held("c", 20), 6), 3, 3, []string{"a"}, []string{"c"}},
+		{"many grants coalesced, free now", prevHeld, lease.State{Token: tokenOf(30), Transitions: 8}, 5, 6, []string{"a"}, nil},
+		{"lease recreated: counter restarted", prevFree, withTransitions(held("b", 30), 1), 1, 0, nil, []string{"b"}},
+		{"semaphore: one permit released, another granted", prevSem, sem, 1, 1, []string{"a"}, []string{"c"}},
+	}
+	idents := func(hs []locksv1alpha1.Holder) []string {
+		var s []string
+		for _, h := range hs {
+			s = append(s, h.Identity)
+		}
+		return s
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := computeTransition(tc.prev, tc.st); got != tc.want {
-				t.Fatalf("computeTransition = %+v; want %+v", got, tc.want)
+			got := computeTransition(tc.prev, tc.st)
+			if got.granted != tc.granted || got.ended != tc.ended || !slices.Equal(idents(got.endedShown), tc.endedShown) ||
+				!slices.Equal(idents(got.grantedShown), tc.grantShown) {
+				t.Fatalf("computeTransition = %+v; want granted %d, ended %d, ended shown %v, granted shown %v",
+					got, tc.granted, tc.ended, tc.endedShown, tc.grantShown)
 			}
 		})
 	}

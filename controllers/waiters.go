@@ -66,7 +66,7 @@ func (r *FencedLockReconciler) reportMissingLock(ctx context.Context, key types.
 		return err
 	}
 	view := newLeaseView(ctx, r.Client, key.Namespace, key.Name, lease.State{})
-	r.waiters.announce(key, computeQueue(pods, key.Name, "", view.holds), func(_ int, pod *corev1.Pod) {
+	r.waiters.announce(key, computeQueue(pods, key.Name, lease.State{}, view.holds), func(_ int, pod *corev1.Pod) {
 		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, locksv1alpha1.ReasonLockNotFound, actionQueue,
 			"FencedLock %s does not exist; the pod stays gated until it is created", key.Name)
 	})

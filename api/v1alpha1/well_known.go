@@ -125,6 +125,10 @@ const (
 	// ReasonAvailable: the lock was never granted (Held False).
 	ReasonAvailable = "Available"
 
+	// ReasonPermitsLowered: spec.permits was lowered below the number of permits held; nobody is
+	// revoked, new grants wait (an event on the lock).
+	ReasonPermitsLowered = "PermitsLowered"
+
 	// ReasonWaiting: a pod joined the lock's queue (an event on the pod).
 	ReasonWaiting = "Waiting"
 	// ReasonLockNotFound: a pod asks for a FencedLock that does not exist (a Warning event on the
