@@ -30,6 +30,23 @@ limitations under the License.
 //   - refusals (Denied), failures (Failed) and releases have no effect and are always legal: the
 //     checker checks safety, not liveness.
 //
+// A lock whose ops carry Permits = N > 1 is a fenced semaphore of N permits, every permit a grant
+// with its own token, and is checked against "a fenced semaphore plus fenced registers" instead
+// (the fence rule of docs/protocol.md for objects fenced by a semaphore):
+//
+//   - grants issue strictly increasing tokens across permits (t exceeds every token issued or
+//     stamped before), and at most N permits are held at any instant: a grant while N are held
+//     means one of them ended (revoked: the manager's revocations are not in the history), and
+//     the checker tries each; a release ends its permit, a stamp ends them all;
+//   - an accepted write presenting t is legal iff t is the token of a permit held at that point,
+//     or of a permit that ended whose token is not below the object's recorded token (the
+//     token of its last accepted write): a fence reading a lagging view may still see the permit
+//     held, and only a held token below the record makes it read live. So a write with a token
+//     whose permit ended before the write began, on an object a newer token wrote last, must have
+//     been refused, as must one with a token no grant issued; holders of different permits may
+//     write an object in any order, and an accepted write records its own token, lower or not;
+//   - reads, refusals and failures are as for a lock.
+//
 // Unknown outcomes (timeouts, resets) may or may not have taken effect; see Outcome.
 //
 // Requirements on the recorded history:
@@ -106,6 +123,13 @@ type Op struct {
 	Call      int64   `json:"call"`           // unix nanoseconds, invocation
 	Return    int64   `json:"return"`         // unix nanoseconds, response (ignored for Unknown: treat as never returned)
 	Note      string  `json:"note,omitempty"` // free text for the visualization (e.g. the denial message)
+	// Permits is the number of permits of a semaphore (above 1), on every op of its lock; zero or
+	// one for a lock.
+	Permits int `json:"permits,omitempty"`
+
+	// written is set by Check on a semaphore's ops whose token some write of the history
+	// presents: only those tokens' ends are kept in the model's state.
+	written bool
 }
 
 // SaveHistory writes h to path as JSON lines, one Op per line.
@@ -160,7 +184,13 @@ func LoadHistory(path string) ([]Op, error) {
 // validate rejects histories the checker cannot interpret soundly.
 func validate(history []Op) error {
 	objectLock := map[string]string{}
+	permits := map[string]int{}
 	for i, op := range history {
+		if n, ok := permits[op.Lock]; ok && n != max(op.Permits, 1) {
+			return fmt.Errorf("op %d (%s): lock %q has %d permits here and %d before: every op of a lock "+
+				"carries the same Permits", i, op.Kind, op.Lock, max(op.Permits, 1), n)
+		}
+		permits[op.Lock] = max(op.Permits, 1)
 		switch op.Kind {
 		case Acquire, Stamp, Release:
 		case Write, Read:

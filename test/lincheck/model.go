@@ -39,6 +39,17 @@ type objState struct {
 type state struct {
 	issued uint64     // highest token issued or stamped so far
 	objs   []objState // sorted by name
+	// A semaphore's permits: held now, in grant (token) order, and the tokens of the permits that
+	// ended that some write presents (sorted).
+	held  []permit
+	ended []uint64
+}
+
+// permit is a held permit of a semaphore: its token, and whether some write presents it (its
+// end must then be remembered).
+type permit struct {
+	token   uint64
+	written bool
 }
 
 func (s state) object(name string) (objState, bool) {
@@ -50,7 +61,51 @@ func (s state) object(name string) (objState, bool) {
 }
 
 func (s state) withIssued(t uint64) state {
-	return state{issued: t, objs: s.objs}
+	s.issued = t
+	return s
+}
+
+// holds reports whether the semaphore holds a permit with token t.
+func (s state) holds(t uint64) bool {
+	return slices.ContainsFunc(s.held, func(p permit) bool { return p.token == t })
+}
+
+// granted returns the states after a grant of t on a semaphore of n permits: t is held, and if n
+// were held already, one of them (any) ended then.
+func (s state) granted(t uint64, written bool, n int) []any {
+	g := s.withIssued(t)
+	g.held = append(slices.Clip(s.held), permit{token: t, written: written})
+	if len(s.held) < n {
+		return []any{g}
+	}
+	out := make([]any, 0, len(s.held))
+	for _, p := range s.held {
+		out = append(out, g.withEnded(p.token))
+	}
+	return out
+}
+
+// withEnded returns s with the permit of token t ended (s itself if none is held with t).
+func (s state) withEnded(t uint64) state {
+	i := slices.IndexFunc(s.held, func(p permit) bool { return p.token == t })
+	if i < 0 {
+		return s
+	}
+	p := s.held[i]
+	s.held = slices.Delete(slices.Clone(s.held), i, i+1)
+	if p.written {
+		j, _ := slices.BinarySearch(s.ended, t)
+		s.ended = slices.Insert(slices.Clone(s.ended), j, t)
+	}
+	return s
+}
+
+// withAllEnded returns s with every permit ended (the Lease was recreated).
+func (s state) withAllEnded() state {
+	for len(s.held) > 0 {
+		s = s.withEnded(s.held[0].token)
+	}
+	return s
 }
 
 func (s state) withObject(o objState) state {
@@ -62,11 +117,13 @@ func (s state) withObject(o objState) state {
 		i++
 	}
 	objs = append(objs, s.objs[i:]...)
-	return state{issued: s.issued, objs: objs}
+	s.objs = objs
+	return s
 }
 
 func (s state) equal(o state) bool {
-	return s.issued == o.issued && slices.Equal(s.objs, o.objs)
+	return s.issued == o.issued && slices.Equal(s.objs, o.objs) && slices.Equal(s.held, o.held) &&
+		slices.Equal(s.ended, o.ended)
 }
 
 // hash is FNV-1a over the state's contents; equal states hash equally.
@@ -93,6 +150,13 @@ func (s state) hash() uint64 {
 		mix(o.token)
 		mixString(o.value)
 	}
+	for _, p := range s.held {
+		mix(p.token)
+	}
+	mix(uint64(len(s.held)))
+	for _, t := range s.ended {
+		mix(t)
+	}
 	return h
 }
 
@@ -100,12 +164,33 @@ func (s state) hash() uint64 {
 // token (neither superseded nor forged) and not older than the object's last accepted write.
 func writeLegal(s state, op Op) bool {
 	o, _ := s.object(op.Object)
+	if op.Permits > 1 {
+		// A semaphore: a held permit's token, in any order; or an ended permit's token that a
+		// lagging view could still show held: not below the object's record.
+		return s.holds(op.Token) || op.Token >= o.token && slices.Contains(s.ended, op.Token)
+	}
 	return op.Token == s.issued && op.Token >= o.token
 }
 
 // step returns every state the partition can be in after op, starting from s; none if op is
 // illegal in s.
 func step(s state, op Op) []any {
+	if op.Permits > 1 {
+		switch op.Kind {
+		case Acquire:
+			return stepGrant(s, op, func(s state) []any { return s.granted(op.Token, op.written, op.Permits) })
+		case Stamp:
+			return stepGrant(s, op, func(s state) []any { return []any{s.withAllEnded().withIssued(op.Token)} })
+		case Release:
+			switch op.Outcome {
+			case OK:
+				return []any{s.withEnded(op.Token)}
+			case Unknown:
+				return []any{s, s.withEnded(op.Token)}
+			}
+			return []any{s}
+		}
+	}
 	switch op.Kind {
 	case Acquire, Stamp:
 		switch {
@@ -143,6 +228,20 @@ func step(s state, op Op) []any {
 		}
 		return nil
 	default: // Release
+		return []any{s}
+	}
+}
+
+// stepGrant is step for a semaphore's grant or stamp: effect gives the states after it.
+func stepGrant(s state, op Op, effect func(state) []any) []any {
+	switch {
+	case op.Outcome == OK && op.Token > s.issued:
+		return effect(s)
+	case op.Outcome == OK:
+		return nil // tokens strictly increase, across permits
+	case op.Outcome == Unknown && op.Token > s.issued:
+		return append([]any{s}, effect(s)...)
+	default:
 		return []any{s}
 	}
 }
@@ -241,6 +340,16 @@ func Describe(op Op) string {
 func describeState(s state) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "issued=%d", s.issued)
+	if len(s.held) > 0 || len(s.ended) > 0 {
+		held := make([]string, len(s.held))
+		for i, p := range s.held {
+			held[i] = strconv.FormatUint(p.token, 10)
+		}
+		fmt.Fprintf(&b, " held=[%s]", strings.Join(held, ","))
+		if len(s.ended) > 0 {
+			fmt.Fprintf(&b, " ended=%v", s.ended)
+		}
+	}
 	short := map[string]int{}
 	for _, o := range s.objs {
 		short[lastSegment(o.name)]++

@@ -45,7 +45,11 @@ import (
 //     read returning it) returned, and no effect is needed if no operation used it.
 //
 // Only Unknown operations that are observed but ambiguous (the same value and token written
-// twice, the same token granted twice) keep Return = math.MaxInt64. TestAgainstBruteForce
+// twice, the same token granted twice) keep Return = math.MaxInt64; and on a semaphore, every
+// unobserved Unknown write: its record can lower the object's token (holders of different
+// permits write in any order), which a later write of an ended permit may need, so it may take
+// effect any time after its call. (Grants, stamps and releases of a semaphore only end permits
+// and raise the issued token when they take effect: having no effect is never less legal.) TestAgainstBruteForce
 // checks these rules against an exhaustive search that gives every Unknown operation an
 // infinite Return.
 
@@ -104,6 +108,8 @@ func bounds(history []Op) (returns []int64, notes []string) {
 			k := valueKey{op.Object, op.Value, op.Token}
 			j, seen := observed[k]
 			switch {
+			case !seen && op.Permits > 1:
+				returns[i], notes[i] = math.MaxInt64, "outcome unknown: may take effect any time after its call, or never"
 			case !seen:
 				returns[i], notes[i] = noEffect, "outcome unknown: no read observed it, so it is checked as having no effect"
 			case writes[k] == 1:
@@ -155,8 +161,15 @@ func operations(history []Op) []porcupine.Operation {
 		}
 	}
 	returns, notes := bounds(history)
+	presented := map[tokenKey]bool{} // semaphore tokens some write presents
+	for _, op := range history {
+		if op.Kind == Write && op.Permits > 1 {
+			presented[tokenKey{op.Lock, op.Token}] = true
+		}
+	}
 	ops := make([]porcupine.Operation, len(history))
 	for i, op := range history {
+		op.written = presented[tokenKey{op.Lock, op.Token}]
 		client := op.Client
 		if renumber {
 			client = row[op.Client]
