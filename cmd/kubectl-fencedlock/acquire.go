@@ -97,7 +97,7 @@ because it is held, and 1 for any other error.`,
 				}
 			}
 			ctx := cmd.Context()
-			g, err := take(ctx, o, name, identity, w)
+			g, permits, err := take(ctx, o, name, identity, w)
 			if err != nil {
 				return err
 			}
@@ -127,7 +127,8 @@ because it is held, and 1 for any other error.`,
 			if _, err := o.streams.Out.Write(buf.Bytes()); err != nil {
 				return err
 			}
-			fmt.Fprintf(o.streams.ErrOut, "acquired %s as %s with token %s (%s)\n", name, g.Holder(), g.Token, how)
+			fmt.Fprintf(o.streams.ErrOut, "acquired %s as %s with token %s%s (%s)\n", name, g.Holder(), g.Token,
+				permitNote(g.Permit(), permits), how)
 			return nil
 		},
 	}
@@ -156,10 +157,16 @@ func grantedLock(ctx context.Context, o *options, name string, g *lock.Grant) (*
 	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &fl); err != nil {
 		return nil, fmt.Errorf("reading FencedLock %s/%s: %w", ns, name, err)
 	}
-	st := lease.State{Holder: g.Holder(), Token: g.Token}
+	st := lease.State{Holder: g.Holder(), Token: g.Token, Limit: fl.Spec.PermitCount(),
+		Permits: []lease.Permit{{Number: g.Permit(), Holder: g.Holder(), Token: g.Token}}}
+	if fl.Spec.PermitCount() > 1 {
+		st.Holder = "" // a semaphore's holders are its permits
+	}
 	if l, err := cs.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
-		if now, err := lease.Read(l); err == nil && now.Holder == st.Holder && now.Token == st.Token {
-			st = now
+		if now, err := lease.Read(l); err == nil {
+			if _, ok := now.Permit(g.Holder(), g.Token); ok {
+				st = now
+			}
 		}
 	}
 	showLease(&fl, st)

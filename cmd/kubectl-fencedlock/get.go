@@ -166,6 +166,10 @@ func printLocks(w io.Writer, list *locksv1alpha1.FencedLockList, wide, allNamesp
 	for _, fl := range list.Items {
 		row := []string{fl.Name, orNone(fl.Status.Holder), orNone(fl.Status.Token), age(fl.Status.RenewTime, now),
 			fmt.Sprint(fl.Status.WaitingCount), duration.HumanDuration(now.Sub(fl.CreationTimestamp.Time))}
+		semaphore := isSemaphore(&fl)
+		if semaphore {
+			row[1], row[3] = orNone(fl.Status.Held), age(lastRenewal(fl.Status.Holders), now)
+		}
 		if allNamespaces {
 			row = append([]string{fl.Namespace}, row...)
 		}
@@ -181,8 +185,41 @@ func printLocks(w io.Writer, list *locksv1alpha1.FencedLockList, wide, allNamesp
 			row = append(row, fmt.Sprintf("%ds", fl.Spec.LeaseDurationSeconds), ready, orNone(strings.Join(next, ",")))
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
+		if semaphore {
+			printPermits(tw, &fl, allNamespaces, now)
+		}
 	}
 	return tw.Flush()
+}
+
+// printPermits prints a semaphore's rows under its own: one per held permit (its holder, token
+// and renewal) and one per waiter its status shows, in queue order.
+func printPermits(tw io.Writer, fl *locksv1alpha1.FencedLock, allNamespaces bool, now time.Time) {
+	indent := ""
+	if allNamespaces {
+		indent = "\t"
+	}
+	for _, h := range fl.Status.Holders {
+		fmt.Fprintf(tw, "%s  permit %d\t%s\t%s\t%s\n", indent, h.Permit, h.Identity, h.Token, age(h.RenewTime, now))
+	}
+	for i, w := range fl.Status.Waiters {
+		who := w.Identity
+		if w.Pod != "" {
+			who = "pod " + w.Pod
+		}
+		fmt.Fprintf(tw, "%s  waiter %d\t%s\n", indent, i+1, who)
+	}
+}
+
+// lastRenewal is the latest renewal of any permit, nil if none is held.
+func lastRenewal(hs []locksv1alpha1.Holder) *metav1.MicroTime {
+	var last *metav1.MicroTime
+	for _, h := range hs {
+		if h.RenewTime != nil && (last == nil || h.RenewTime.After(last.Time)) {
+			last = h.RenewTime
+		}
+	}
+	return last
 }
 
 func orNone(s string) string {

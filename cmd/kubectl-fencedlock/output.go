@@ -74,8 +74,9 @@ func (p *printFlags) printer() (printers.ResourcePrinter, error) {
 	return pr, err
 }
 
-// showLease shows a Lease's state in a FencedLock's status: the Lease is the source of truth, the
-// status may be a moment behind on a busy lock.
+// showLease shows a Lease's state in a FencedLock's status, as the manager writes it: the Lease is
+// the source of truth, the status may be a moment behind on a busy lock. A semaphore's holders are
+// status.holders (status.holder stays empty) and status.held counts them ("2/3").
 func showLease(fl *locksv1alpha1.FencedLock, st lease.State) {
 	fl.Status.Holder, fl.Status.Token, fl.Status.RenewTime, fl.Status.AcquireTime = st.Holder, "", nil, nil
 	if st.Initialized() {
@@ -87,4 +88,10 @@ func showLease(fl *locksv1alpha1.FencedLock, st lease.State) {
 	if st.Transitions > 0 {
 		fl.Status.LeaseTransitions = st.Transitions
 	}
+	fl.Status.Holders = nil
+	for _, p := range st.Permits {
+		fl.Status.Holders = append(fl.Status.Holders, locksv1alpha1.Holder{Permit: int32(p.Number), Identity: p.Holder,
+			Token: p.Token.String(), AcquireTime: p.AcquireTime, RenewTime: p.RenewTime})
+	}
+	fl.Status.Held = fmt.Sprintf("%d/%d", len(st.Permits), fl.Spec.PermitCount())
 }

@@ -38,6 +38,7 @@ import (
 // The environment run gives its command.
 const (
 	envToken     = "FENCING_TOKEN"
+	envPermit    = "FENCING_PERMIT"
 	envLock      = "FENCEDLOCK_LOCK"
 	envNamespace = "FENCEDLOCK_NAMESPACE"
 	envHolder    = "FENCEDLOCK_HOLDER"
@@ -60,7 +61,8 @@ func newRunCommand(o *options) *cobra.Command {
 		Short: "Run a command while holding a lock, with its fencing token in $FENCING_TOKEN",
 		Long: `Acquire LOCK (waiting for it unless --no-wait or --timeout), run COMMAND with the grant's
 fencing token in $FENCING_TOKEN, keep the lease renewed while it runs, and release the lock when
-it exits. The command's exit status is passed through.
+it exits. The command's exit status is passed through. On a semaphore (spec.permits above 1) it
+takes one permit, whose number is in $FENCING_PERMIT.
 
 The command runs in a process group of its own. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to run
 are passed on to that group once; in a terminal, the command gets the terminal (so Ctrl-C reaches
@@ -73,8 +75,9 @@ controller revoked it), the command's process group is sent SIGTERM, then SIGKIL
 The renewal loop cannot protect a process that is paused: pass $FENCING_TOKEN with every write so
 that fenced storage refuses writes made after the lock moved on.
 
-Environment of COMMAND: FENCING_TOKEN, FENCEDLOCK_LOCK, FENCEDLOCK_NAMESPACE (the lock's
-namespace, which "kubectl fencedlock apply" and "stamp" default to), FENCEDLOCK_HOLDER.
+Environment of COMMAND: FENCING_TOKEN, FENCING_PERMIT (the permit's number, from 1; always 1 for
+a lock), FENCEDLOCK_LOCK, FENCEDLOCK_NAMESPACE (the lock's namespace, which "kubectl fencedlock
+apply" and "stamp" default to), FENCEDLOCK_HOLDER.
 
 ` + exitCodesHelp,
 		Example: `  # Run a settlement job under the lock
@@ -128,16 +131,16 @@ func runLocked(ctx context.Context, o *options, name string, argv []string, r ru
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	g, err := takeInterruptibly(ctx, o, name, r, sigs)
+	g, permits, err := takeInterruptibly(ctx, o, name, r, sigs)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(o.streams.ErrOut, "acquired %s with token %s\n", name, g.Token)
+	fmt.Fprintf(o.streams.ErrOut, "acquired %s with token %s%s\n", name, g.Token, permitNote(g.Permit(), permits))
 	kctx, stopKeepAlive := context.WithCancel(context.Background())
 	defer stopKeepAlive()
 	g.KeepAlive(kctx, 0)
 
-	env := withEnv(os.Environ(), envToken+"="+g.Token.String(), envLock+"="+name,
+	env := withEnv(os.Environ(), envToken+"="+g.Token.String(), envPermit+"="+strconv.Itoa(g.Permit()), envLock+"="+name,
 		envNamespace+"="+ns, envHolder+"="+g.Holder())
 	c, err := startChild(path, argv, env, o.streams)
 	if err != nil {
@@ -191,28 +194,30 @@ func runLocked(ctx context.Context, o *options, name string, argv []string, r ru
 
 // takeInterruptibly takes the lock; a forwarded signal ends the wait, and run then exits as if
 // the command, which never started, had been killed by it.
-func takeInterruptibly(ctx context.Context, o *options, name string, r runOptions, sigs <-chan os.Signal) (*lock.Grant, error) {
+func takeInterruptibly(ctx context.Context, o *options, name string, r runOptions,
+	sigs <-chan os.Signal) (*lock.Grant, int, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {
-		g   *lock.Grant
-		err error
+		g       *lock.Grant
+		permits int
+		err     error
 	}
 	res := make(chan result, 1)
 	go func() {
-		g, err := take(ctx, o, name, r.identity, r.wait)
-		res <- result{g, err}
+		g, permits, err := take(ctx, o, name, r.identity, r.wait)
+		res <- result{g, permits, err}
 	}()
 	select {
 	case got := <-res:
-		return got.g, got.err
+		return got.g, got.permits, got.err
 	case s := <-sigs:
 		cancel()
 		if got := <-res; got.g != nil {
 			releaseGrant(o, name, got.g) // granted just as the signal came
 		}
 		sig := s.(syscall.Signal)
-		return nil, &exitError{code: 128 + int(sig), reraise: reraisable(sig),
+		return nil, 0, &exitError{code: 128 + int(sig), reraise: reraisable(sig),
 			err: fmt.Errorf("waiting for lock %s: interrupted (%v)", name, sig)}
 	}
 }

@@ -20,6 +20,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -51,35 +53,31 @@ func (w *waitOptions) addFlags(cmd *cobra.Command) {
 
 // take acquires FencedLock name for identity as w says. If the lock is not acquired because it is
 // held (with --no-wait, or still at --timeout), the error is an *exitError with w.conflictCode
-// that says who holds the lock and with which token.
-func take(ctx context.Context, o *options, name, identity string, w waitOptions) (*lock.Grant, error) {
+// that says who holds the lock and with which token. permits is the FencedLock's spec.permits,
+// zero if it could not be read.
+func take(ctx context.Context, o *options, name, identity string, w waitOptions) (g *lock.Grant, permits int, err error) {
 	ns, err := o.namespace()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	cl, cs, err := o.clients()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	if err := lockExists(ctx, cl, ns, name); err != nil {
-		return nil, err
+	if permits, err = lockExists(ctx, cl, ns, name); err != nil {
+		return nil, 0, err
 	}
 	l := lock.New(cs.CoordinationV1(), ns, name, lock.WithIdentity(identity),
-		lock.WithWaitCallback(func(st lease.State) { waitingLine(o, name, st) }))
+		lock.WithWaitCallback(func(st lease.State) { waitingLine(o, name, identity, st) }))
 	if w.noWait {
 		g, err := l.TryAcquire(ctx)
 		if h, ok := errors.AsType[*lease.HeldError](err); ok {
-			err = fmt.Errorf("FencedLock %s/%s is held by %q with token %s", ns, name, h.Holder, h.Token)
-			if h.Holder == "" {
-				err = fmt.Errorf("FencedLock %s/%s is free but goes to the waiters in its queue (token %s); "+
-					"wait without --no-wait to join the queue", ns, name, h.Token)
-			}
-			return nil, &exitError{code: w.conflictCode, err: err}
+			return nil, permits, &exitError{code: w.conflictCode, err: heldMessage(ns, name, identity, permits, h)}
 		}
 		if errors.Is(err, lease.ErrNotInitialized) {
-			return nil, &exitError{code: w.conflictCode, err: fmt.Errorf("FencedLock %s/%s: %w", ns, name, err)}
+			return nil, permits, &exitError{code: w.conflictCode, err: fmt.Errorf("FencedLock %s/%s: %w", ns, name, err)}
 		}
-		return g, err
+		return g, permits, err
 	}
 	actx := ctx
 	if w.timeout > 0 {
@@ -87,30 +85,62 @@ func take(ctx context.Context, o *options, name, identity string, w waitOptions)
 		actx, cancel = context.WithTimeout(ctx, w.timeout)
 		defer cancel()
 	}
-	g, err := l.Acquire(actx)
+	g, err = l.Acquire(actx)
 	if err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
-		return nil, &exitError{code: w.conflictCode, err: timedOut(cs, ns, name, w.timeout, err)}
+		return nil, permits, &exitError{code: w.conflictCode, err: timedOut(cs, ns, name, identity, w.timeout, err)}
 	}
-	return g, err
+	return g, permits, err
+}
+
+// heldMessage says why --no-wait did not take the lock: who holds it (every permit of a
+// semaphore), or that its room goes to the queue.
+func heldMessage(ns, name, identity string, permits int, h *lease.HeldError) error {
+	switch {
+	case h.Holder == identity && (permits > 1 || h.Limit > 1):
+		return fmt.Errorf("FencedLock %s/%s: %q holds a permit already (token %s), and an identity holds one permit "+
+			"at a time; use another --identity", ns, name, identity, h.Token)
+	case h.Holder != "":
+		return fmt.Errorf("FencedLock %s/%s is held by %q with token %s", ns, name, h.Holder, h.Token)
+	case len(h.Holders) > 0:
+		return fmt.Errorf("FencedLock %s/%s: all %d permits are held (by %s; last token %s)", ns, name, h.Limit,
+			strings.Join(quoted(h.Holders), ", "), h.Token)
+	case permits > 1 || h.Limit > 1:
+		return fmt.Errorf("FencedLock %s/%s has a free permit, but it goes to the waiters in its queue (last token %s); "+
+			"wait without --no-wait to join the queue", ns, name, h.Token)
+	}
+	return fmt.Errorf("FencedLock %s/%s is free but goes to the waiters in its queue (token %s); "+
+		"wait without --no-wait to join the queue", ns, name, h.Token)
+}
+
+func quoted(ss []string) []string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return q
 }
 
 // lockExists fails at once for a FencedLock that does not exist, which Acquire would otherwise
-// wait for. Other errors are left to Acquire, which retries the transient ones; so is a user who
-// may use the Lease but not read the FencedLock.
-func lockExists(ctx context.Context, cl client.Client, ns, name string) error {
-	err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &locksv1alpha1.FencedLock{})
+// wait for, and returns its spec.permits. Other errors are left to Acquire, which retries the
+// transient ones; so is a user who may use the Lease but not read the FencedLock (permits is then
+// zero: unknown).
+func lockExists(ctx context.Context, cl client.Client, ns, name string) (permits int, err error) {
+	var fl locksv1alpha1.FencedLock
+	err = cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &fl)
 	switch {
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("FencedLock %s/%s not found", ns, name)
+		return 0, fmt.Errorf("FencedLock %s/%s not found", ns, name)
 	case meta.IsNoMatchError(err):
-		return fmt.Errorf("FencedLock %s/%s: the FencedLock API is not installed in this cluster: %w", ns, name, err)
+		return 0, fmt.Errorf("FencedLock %s/%s: the FencedLock API is not installed in this cluster: %w", ns, name, err)
+	case err != nil:
+		return 0, nil
 	}
-	return nil
+	return fl.Spec.PermitCount(), nil
 }
 
 // timedOut is the error of a wait that reached --timeout: who holds the lock now, read from its
 // Lease, rather than "context deadline exceeded".
-func timedOut(cs kubernetes.Interface, ns, name string, after time.Duration, waitErr error) error {
+func timedOut(cs kubernetes.Interface, ns, name, identity string, after time.Duration, waitErr error) error {
 	prefix := fmt.Sprintf("timed out after %s waiting for FencedLock %s/%s", after, ns, name)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -122,7 +152,9 @@ func timedOut(cs kubernetes.Interface, ns, name string, after time.Duration, wai
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: %w", prefix, err)
-	case st.Held():
+	case st.Semaphore && (st.Full() || st.Reserved != 0 || st.Waiting || slices.Contains(st.Holders(), identity)):
+		return fmt.Errorf("%s: %s", prefix, describeSemaphore(st, identity))
+	case st.Held() && !st.Semaphore:
 		return fmt.Errorf("%s: held by %q with token %s", prefix, st.Holder, st.Token)
 	case st.Reserved != 0 || st.Waiting:
 		return fmt.Errorf("%s: free, going to the waiter at the head of its queue (token %s)", prefix, st.Token)
@@ -133,8 +165,10 @@ func timedOut(cs kubernetes.Interface, ns, name string, after time.Duration, wai
 }
 
 // waitingLine prints one progress line when Acquire finds the lock held.
-func waitingLine(o *options, name string, st lease.State) {
+func waitingLine(o *options, name, identity string, st lease.State) {
 	switch {
+	case st.Semaphore && st.Initialized():
+		fmt.Fprintf(o.streams.ErrOut, "waiting for %s: %s\n", name, describeSemaphore(st, identity))
 	case st.Held():
 		fmt.Fprintf(o.streams.ErrOut, "waiting for %s: held by %q (token %s)\n", name, st.Holder, st.Token)
 	case st.Initialized():
