@@ -352,6 +352,11 @@ var _ = Describe("The conformance table through the worked example's functions",
 			name := names[c.Name]
 			lk, queue := installConformance(ns, name, c)
 			tok := lk.Annotations[locksv1alpha1.TokenAnnotation]
+			if st, err := lease.Read(lk); err == nil && st.Semaphore {
+				if p, ok := st.HolderOf(c.Actor); ok {
+					tok = p.Token.String() // a semaphore's holder presents its own permit's token
+				}
+			}
 			if c.Args.Token != "" {
 				tok = c.Args.Token
 			}
