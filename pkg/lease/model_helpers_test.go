@@ -84,6 +84,14 @@ const (
 	mcLastWriteWins
 	// mcNoSettle: the manager never serves a free lock (lease.Settle is not written on a free lock).
 	mcNoSettle
+	// mcServeIgnoresFull: a client's release serves the queue onto the freed permit even when the
+	// semaphore has no room (spec.permits was lowered below the permits held): Release is run on
+	// a copy whose limit is raised, and the limit written back.
+	mcServeIgnoresFull
+	// mcReusedToken: a newcomer's grant on a semaphore beside a held permit gives the new permit
+	// the lock's last token (another permit's, if it is still held) instead of the resourceVersion
+	// it is conditioned on.
+	mcReusedToken
 )
 
 type mcClientCfg struct {
@@ -102,6 +110,10 @@ type mcConfig struct {
 	lostJoin                       bool // lost responses may hit queue joins too (not only grants and releases)
 	podDeletes                     int
 	mutation                       mcMutation
+	// permits is the lock's spec.permits at the start (0 means 1); retarget, when not zero, is a
+	// value the user may set spec.permits to once, at any point (the manager then writes it with
+	// lease.SetPermits).
+	permits, retarget int
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -111,10 +123,11 @@ type mcConfig struct {
 type mcVer struct {
 	l            *coordinationv1.Lease
 	rv           uint64
-	st           State  // lock Lease: lease.Read
-	q            Queue  // queue Lease: lease.ReadQueue (read-only: clone before changing)
-	tok, revoked uint64 // lock Lease: token and revoked-token annotations (revisions)
-	shape        uint32 // everything else the model can observe, interned
+	st           State    // lock Lease: lease.Read
+	q            Queue    // queue Lease: lease.ReadQueue (read-only: clone before changing)
+	tok, revoked uint64   // lock Lease: token and revoked-token annotations (revisions)
+	ptoks        []uint64 // lock Lease: the held permits' tokens, in permit order
+	shape        uint32   // everything else the model can observe, interned
 }
 
 func (m *mcModel) lockVer(l *coordinationv1.Lease) (*mcVer, error) {
@@ -136,11 +149,22 @@ func (m *mcModel) lockVer(l *coordinationv1.Lease) (*mcVer, error) {
 	var b strings.Builder
 	b.WriteString(st.Holder)
 	for _, k := range keys {
+		if strings.HasPrefix(k, locksv1alpha1.PermitAnnotationPrefix) {
+			continue // below, without its token (ranked in the key) and times
+		}
 		b.WriteString("|" + k + "=" + l.Annotations[k])
 	}
-	// Not encoded: acquireTime, renewTime and leaseTransitions. No decision of the model reads
-	// them (liveness is abstracted), so states that differ only there behave alike.
-	return &mcVer{l: l, rv: rv, st: st, tok: uint64(st.Token), revoked: uint64(st.RevokedToken),
+	ptoks := make([]uint64, len(st.Permits))
+	for i, p := range st.Permits {
+		ptoks[i] = uint64(p.Token)
+		if st.Semaphore {
+			fmt.Fprintf(&b, "|permit-%d=%s@%d", p.Number, p.Holder, p.Ticket)
+		}
+	}
+	// Not encoded: acquireTime, renewTime and leaseTransitions (also a permit's times). No
+	// decision of the model reads them (liveness is abstracted), so states that differ only there
+	// behave alike.
+	return &mcVer{l: l, rv: rv, st: st, tok: uint64(st.Token), revoked: uint64(st.RevokedToken), ptoks: ptoks,
 		shape: m.intern(b.String())}, nil
 }
 
@@ -239,6 +263,7 @@ const (
 	planSettle
 	planRevoke  // lease.Revoke, revoked=true: a paused, crashed or silent holder
 	planRelease // lease.Revoke, revoked=false: a pod holder whose pod is gone
+	planPermits // lease.SetPermits: spec.permits changed
 )
 
 type mcManager struct {
@@ -250,6 +275,8 @@ type mcManager struct {
 	judgedQ *Queue    // judged, parsed (read-only: clone before changing)
 	basis   uint64    // queue revision the judged queue stands for (its write, else the read)
 	drops   []mcEntry // entries the judgment drops (dead clients, gone pods)
+	victim  string    // planRevoke, planRelease: the holder of the permit to end
+	spec    int8      // planPermits: the spec.permits to write
 }
 
 type mcEntry struct {
@@ -274,11 +301,19 @@ type mcState struct {
 	mgr         mcManager
 	pod         mcPodState
 	// ghost state for the properties
-	maxIssued, maxEnded uint64    // highest token granted; highest token whose grant ended
-	left                []mcEntry // entries whose owner completed the leave protocol
-	dropped             []mcDrop  // entries the manager dropped as dead or gone
+	maxIssued uint64 // highest token granted
+	// ended: tokens whose grant ended (released, revoked, handed over), at or above the lowest
+	// token held now; one that left the Lease below every held token and comes back is a grant
+	// with a token not above maxIssued (P2) all the same.
+	ended []uint64
+	spec  int8 // the FencedLock's spec.permits
+	// bound is the most holders the lock may have now (P8): its limit, or, after spec.permits was
+	// lowered below the permits held, the number held then, falling as they end.
+	bound   int8
+	left    []mcEntry // entries whose owner completed the leave protocol
+	dropped []mcDrop  // entries the manager dropped as dead or gone
 	// budgets left
-	crashes, pauses, lost, giveUps, podDeletes int8
+	crashes, pauses, lost, giveUps, podDeletes, edits int8
 
 	id       int32  // not part of the state: its index in the explorer
 	lostUsed bool   // not part of the state: the step applied a write and lost its response
@@ -324,6 +359,13 @@ const (
 	evLostJoin
 	evLostRelease
 	evGrantLost
+	evTwoHeld
+	evServedBeside
+	evLoweredWhileHeld
+	evFullAfterLowering
+	evRaisedWithWaiters
+	evBackToLock
+	evHoldsUnknowing
 	evCount
 )
 
@@ -334,7 +376,10 @@ var mcEventNames = [evCount]string{"newcomer grant", "handover by release", "han
 	"waiter saw it was skipped", "waiter marked again", "beat found the entry gone", "dropped a dead waiter",
 	"dropped a gone pod", "dropped a malformed entry", "leave completed", "served while leaving, released",
 	"lost grant response recognised", "lost join response (orphan entry)", "lost release response",
-	"grant found lost"}
+	"grant found lost", "two permits held", "queue served onto a permit beside a holder",
+	"permits lowered below the permits held", "release left no room (permits lowered)",
+	"permits raised with waiters queued", "semaphore back to the lock format",
+	"beat found the entry gone after it was served"}
 
 func (m *mcModel) hit(s *mcState, e mcEvent) { s.ev |= 1 << e }
 
@@ -397,6 +442,10 @@ func (m *mcModel) initial() (*mcState, error) {
 	if changed, err := Initialize(lock); err != nil || !changed {
 		return nil, fmt.Errorf("Initialize = %v, %v", changed, err)
 	}
+	s.spec = int8(max(m.cfg.permits, 1))
+	if _, err := SetPermits(lock, int(s.spec)); err != nil {
+		return nil, err
+	}
 	q := Queue{Next: 1}
 	switch m.cfg.seed {
 	case mcSeedMalformed:
@@ -432,6 +481,10 @@ func (m *mcModel) initial() (*mcState, error) {
 	}
 	s.crashes, s.pauses, s.lost = int8(m.cfg.crashes), int8(m.cfg.pauses), int8(m.cfg.lost)
 	s.giveUps, s.podDeletes = int8(m.cfg.giveUps), int8(m.cfg.podDeletes)
+	if m.cfg.retarget != 0 {
+		s.edits = 1
+	}
+	s.bound = s.spec
 	return s, nil
 }
 
@@ -515,38 +568,65 @@ func (m *mcModel) casQueue(s *mcState, from *mcVer, lost bool, change func(*Queu
 }
 
 // afterLockWrite checks the write old -> nw against the properties and updates the ghost state.
+// A grant is a permit (holder, token) the Lease did not hold before; one whose token the old
+// Lease held no longer is ended.
+//
+//nolint:gocyclo // the per-write properties, each a few lines
 func (m *mcModel) afterLockWrite(s *mcState, old, nw *mcVer, meta mcMeta) {
 	os, ns := old.st, nw.st
-	changedGrant := ns.Holder != os.Holder || ns.Token != os.Token
-	if os.Held() && changedGrant {
-		s.maxEnded = max(s.maxEnded, uint64(os.Token)) // that grant ended
+	for _, p := range os.Permits {
+		if _, ok := ns.Permit(p.Holder, p.Token); !ok {
+			s.ended = append(slices.Clip(s.ended), uint64(p.Token)) // that grant ended
+		}
 	}
-	if ns.Held() && changedGrant {
-		tok := uint64(ns.Token)
+	var granted []Permit
+	for _, p := range ns.Permits {
+		if _, ok := os.Permit(p.Holder, p.Token); !ok {
+			granted = append(granted, p)
+		}
+	}
+	if len(granted) > 1 {
+		m.fail(s, "P8 limit: one write granted %d permits (%s)", len(granted), strings.Join(ns.Holders(), ","))
+	}
+	for _, p := range granted {
+		tok := uint64(p.Token)
 		if tok <= s.maxIssued {
 			m.fail(s, "P2 token order: %s granted token %d, not above the highest token issued before (%d)",
-				ns.Holder, tok, s.maxIssued)
+				p.Holder, tok, s.maxIssued)
+		}
+		if slices.Contains(s.ended, tok) {
+			m.fail(s, "P3 ended token: %s holds token %d again, whose grant has ended", p.Holder, tok)
 		}
 		s.maxIssued = max(s.maxIssued, tok)
+		if kept := len(ns.Permits) - len(granted); kept >= os.Limit { // held beside it, by earlier grants
+			m.fail(s, "P8 limit: %s granted a permit (token %d) while %d were held and the lock admits %d",
+				p.Holder, tok, kept, os.Limit)
+		}
+		if len(ns.Permits) > 1 {
+			m.hit(s, evTwoHeld)
+		}
 		if ns.Served != os.Served {
-			m.checkQueueGrant(s, ns.Holder, ns.Served, os.Served, meta, "granted")
-			if m.deadJudgeable(s, Waiter{Ticket: ns.Served, Holder: ns.Holder}) && ns.Holder != mcPod {
+			m.checkQueueGrant(s, p.Holder, ns.Served, os.Served, meta, "granted")
+			if m.deadJudgeable(s, Waiter{Ticket: ns.Served, Holder: p.Holder}) && p.Holder != mcPod {
 				m.hit(s, evHandoverToJudgeable)
+			}
+			if len(ns.Permits) > 1 {
+				m.hit(s, evServedBeside)
 			}
 		} else {
 			m.hit(s, evNewcomer)
 			if os.Waiting || os.Reserved != 0 {
 				m.fail(s, "P6 fairness: newcomer %s took the lock although the Lease it read showed waiting=%v reserved=%d",
-					ns.Holder, os.Waiting, os.Reserved)
+					p.Holder, os.Waiting, os.Reserved)
 			}
 			for _, w := range m.liveWaiters(s, true) {
 				if w.t > os.Served {
 					m.fail(s, "P6 fairness: newcomer %s took the lock while %s (ticket %d) waited in the queue",
-						ns.Holder, w.holder, w.t)
+						p.Holder, w.holder, w.t)
 				}
 			}
 		}
-		if ns.Holder == mcPod {
+		if p.Holder == mcPod {
 			s.pod.granted = true // the manager ungates it
 			m.hit(s, evPodGranted)
 		}
@@ -561,10 +641,32 @@ func (m *mcModel) afterLockWrite(s *mcState, old, nw *mcVer, meta mcMeta) {
 		m.checkQueueGrant(s, holder, ns.Reserved, os.Served, meta, "reserved the lock for")
 		m.hit(s, evReserved)
 	}
-	if ns.Held() && uint64(ns.Token) <= s.maxEnded {
-		m.fail(s, "P3 ended token: the Lease is held by %s with token %d, and the grant with token %d has ended",
-			ns.Holder, ns.Token, s.maxEnded)
+	// P8: the bound on holders follows the limit; lowering it below the permits held keeps them
+	// (nobody is revoked) and the bound falls with them.
+	switch held := int8(len(ns.Permits)); {
+	case ns.Limit != os.Limit:
+		s.bound = max(int8(ns.Limit), int8(len(os.Permits)))
+		if ns.Limit < os.Limit && len(os.Permits) > ns.Limit {
+			m.hit(s, evLoweredWhileHeld)
+		}
+		if ns.Limit > os.Limit && os.Waiting {
+			m.hit(s, evRaisedWithWaiters)
+		}
+	default:
+		s.bound = max(int8(ns.Limit), min(s.bound, held))
 	}
+	if os.Semaphore && !ns.Semaphore {
+		m.hit(s, evBackToLock)
+	}
+	if len(granted) == 0 && len(ns.Permits) < len(os.Permits) && len(ns.Permits) >= ns.Limit && ns.Waiting {
+		m.hit(s, evFullAfterLowering)
+	}
+	low := uint64(0)
+	if len(nw.ptoks) > 0 {
+		low = slices.Min(nw.ptoks)
+	}
+	s.ended = slices.DeleteFunc(slices.Clone(s.ended), func(t uint64) bool { return low == 0 || t < low })
+	slices.Sort(s.ended)
 	if ns.Served != os.Served { // Served only grows: tickets at or below it are never served again
 		s.left = slices.DeleteFunc(slices.Clone(s.left), func(e mcEntry) bool { return e.t <= ns.Served })
 		s.dropped = slices.DeleteFunc(slices.Clone(s.dropped), func(d mcDrop) bool { return d.t <= ns.Served })
@@ -627,7 +729,7 @@ func (m *mcModel) liveWaiters(s *mcState, owed bool) []mcEntry {
 	return out
 }
 
-// checkState checks the properties that hold in every state (P1, P3).
+// checkState checks the properties that hold in every state (P1, P3, P8).
 func (m *mcModel) checkState(s *mcState) {
 	st := s.lock.st
 	for i, id := range m.ids {
@@ -638,9 +740,11 @@ func (m *mcModel) checkState(s *mcState) {
 		if c.tok > uint64(st.Token) {
 			m.fail(s, "P1 belief: %s believes it holds token %d, above the lock's token %d", id, c.tok, st.Token)
 		}
-		if st.Held() && c.tok == uint64(st.Token) && st.Holder != id {
-			m.fail(s, "P1 belief: %s believes it holds the lock's current token %d, but the Lease's holder is %s",
-				id, c.tok, st.Holder)
+		for _, p := range st.Permits {
+			if uint64(p.Token) == c.tok && p.Holder != id {
+				m.fail(s, "P1 belief: %s believes it holds token %d, but the Lease's holder of that token is %s",
+					id, c.tok, p.Holder)
+			}
 		}
 		for j := i + 1; j < len(m.ids); j++ {
 			if d := &s.cl[j]; !d.crashed && d.tok == c.tok {
@@ -648,8 +752,20 @@ func (m *mcModel) checkState(s *mcState) {
 			}
 		}
 	}
-	if st.Held() && uint64(st.Token) <= s.maxEnded {
-		m.fail(s, "P3 ended token: the Lease is held with token %d, not above ended token %d", st.Token, s.maxEnded)
+	for i, p := range st.Permits {
+		if slices.Contains(s.ended, uint64(p.Token)) {
+			m.fail(s, "P3 ended token: %s holds token %d, whose grant has ended", p.Holder, p.Token)
+		}
+		for _, q := range st.Permits[i+1:] {
+			if q.Token == p.Token || q.Holder == p.Holder {
+				m.fail(s, "P8 permits: permits %d and %d are %s/%d and %s/%d", p.Number, q.Number, p.Holder, p.Token,
+					q.Holder, q.Token)
+			}
+		}
+	}
+	if n := len(st.Permits); n > int(s.bound) || n > max(m.cfg.permits, m.cfg.retarget, 1) {
+		m.fail(s, "P8 limit: %d permits held (%s); the lock admits %d (at most %d now)", n,
+			strings.Join(st.Holders(), ","), st.Limit, s.bound)
 	}
 }
 
@@ -675,6 +791,13 @@ func (m *mcModel) successors(s *mcState, emit mcEmit) {
 	}
 	m.managerSteps(s, norm)
 	m.podSteps(s, norm)
+	if s.edits > 0 { // the user sets spec.permits (an event from outside: not relied on for progress)
+		ns := s.clone()
+		ns.edits--
+		ns.spec = int8(m.cfg.retarget)
+		m.say(ns, "the user sets spec.permits to %d", ns.spec)
+		norm(ns, kindFailure)
+	}
 }
 
 // normalize makes every write that can only conflict now fail at once. A write conditioned on a
@@ -955,7 +1078,7 @@ func (m *mcModel) step(s *mcState, i int, lost bool) {
 		var h Handover
 		out, err := m.casLock(s, c.lock, lost, meta, func(next *coordinationv1.Lease) error {
 			var err error
-			h, err = Release(next, id, tok, q, mcT0)
+			h, err = m.release(next, id, tok, q)
 			return err
 		})
 		switch {
@@ -1007,7 +1130,8 @@ func (m *mcModel) step(s *mcState, i int, lost bool) {
 		case errors.Is(err, ErrServedWhileLeaving):
 			m.say(s, "it was served while leaving; releases that grant. ")
 			m.hit(s, evServedWhileLeaving)
-			c.tok, c.hasQ, c.q = uint64(c.lock.st.Token), false, nil
+			p, _ := c.lock.st.HolderOf(id)
+			c.tok, c.hasQ, c.q = uint64(p.Token), false, nil
 			m.decideRelease(s, i)
 		case err != nil:
 			m.fail(s, "unexpected error from %s's MarkLeft: %v", id, err)
@@ -1047,6 +1171,9 @@ func (m *mcModel) readQueue(s *mcState, i int, then mcPC) {
 		if !q.Beat(c.ticket, id) { // the entry is gone: attempt again (queue again)
 			m.say(s, "; its entry (ticket %d) is gone: attempts again", c.ticket)
 			m.hit(s, evBeatGone)
+			if st := s.lock.st; st.Semaphore && Served(st, id, c.ticket) {
+				m.hit(s, evHoldsUnknowing) // next, it finds it holds a permit, and waits for it to end
+			}
 			c.q, c.ticket, c.owed, c.stale, c.pc = nil, 0, 0, false, pcAcqRead
 		}
 	case pcLeaveCAS:
@@ -1077,7 +1204,7 @@ func (m *mcModel) attempt(s *mcState, i int, cur *mcVer) {
 	c.lock = cur
 	st := cur.st
 	m.say(s, "%s", m.stateString(st))
-	if c.unsure != 0 && st.Holder == id && uint64(st.Token) == c.unsure {
+	if _, ok := st.Permit(id, token.Token(c.unsure)); c.unsure != 0 && ok {
 		m.say(s, "; recognises its grant (token %d) whose response was lost", c.unsure)
 		m.hit(s, evLostGrantRecognised)
 		if c.ticket != 0 {
@@ -1090,16 +1217,25 @@ func (m *mcModel) attempt(s *mcState, i int, cur *mcVer) {
 	if c.ticket != 0 {
 		switch {
 		case Served(st, id, c.ticket):
-			m.say(s, "; served (ticket %d): holds token %d", c.ticket, st.Token)
+			p, _ := st.HolderOf(id)
+			m.say(s, "; served (ticket %d): holds token %d", c.ticket, p.Token)
 			m.hit(s, evServed)
 			c.ticket, c.owed = 0, 0
-			m.hold(s, i, uint64(st.Token))
+			m.hold(s, i, uint64(p.Token))
 			return
 		case Skipped(st, id, c.ticket):
 			m.say(s, "; skipped (ticket %d): queues again", c.ticket)
 			m.hit(s, evSkipped)
 			c.ticket, c.owed = 0, 0
 		}
+	}
+	if _, holds := st.HolderOf(id); holds && st.Semaphore && c.ticket == 0 {
+		// pkg/lock: an identity holds at most one permit, so one that holds a permit it does not
+		// know of (its beat found its entry gone after it was served) waits for that permit to
+		// end instead of queueing: the queue would serve it a second permit. (The model found it.)
+		m.say(s, "; holds a permit already: waits for it to end")
+		c.pc = pcAcqRead
+		return
 	}
 	if c.ticket == 0 {
 		_, err := m.grantFn()(cur.l.DeepCopy(), id, mcT0)
@@ -1129,6 +1265,22 @@ func (m *mcModel) hold(s *mcState, i int, tok uint64) {
 	c := &s.cl[i]
 	c.tok, c.unsure, c.pc = tok, 0, pcHold
 	c.renewsLeft = int8(m.cfg.clients[i].renews)
+}
+
+// release is lease.Release, or its mcServeIgnoresFull mutation.
+func (m *mcModel) release(l *coordinationv1.Lease, holder string, tok token.Token, q *Queue) (Handover, error) {
+	if m.cfg.mutation != mcServeIgnoresFull {
+		return Release(l, holder, tok, q, mcT0)
+	}
+	limit, ok := l.Annotations[locksv1alpha1.PermitsAnnotation]
+	if ok { // BROKEN: serves as if the semaphore had room for every waiter
+		setAnnotation(l, locksv1alpha1.PermitsAnnotation, strconv.Itoa(MaxPermits))
+	}
+	h, err := Release(l, holder, tok, q, mcT0)
+	if ok {
+		setAnnotation(l, locksv1alpha1.PermitsAnnotation, limit)
+	}
+	return h, err
 }
 
 // decideRelease makes Grant.update's local decision on the current copies: read the queue
@@ -1170,6 +1322,27 @@ func (m *mcModel) endCycle(s *mcState, i int) {
 }
 
 func (m *mcModel) grantFn() func(*coordinationv1.Lease, string, time.Time) (token.Token, error) {
+	if m.cfg.mutation == mcReusedToken {
+		return func(l *coordinationv1.Lease, holder string, now time.Time) (token.Token, error) {
+			s, err := Read(l)
+			if err != nil {
+				return 0, err
+			}
+			if tok, err := Grant(l, holder, now); err != nil || !s.Semaphore || !s.Held() {
+				return tok, err
+			}
+			// BROKEN: the new permit gets the lock's last token, and the last token stays.
+			ns, err := Read(l)
+			if err != nil {
+				return 0, err
+			}
+			p, _ := ns.HolderOf(holder)
+			p.Token = s.Token
+			setAnnotation(l, locksv1alpha1.PermitAnnotation(p.Number), p.String())
+			setAnnotation(l, locksv1alpha1.TokenAnnotation, s.Token.String())
+			return p.Token, nil
+		}
+	}
 	if m.cfg.mutation != mcGreedyNewcomer {
 		return Grant
 	}
@@ -1229,21 +1402,25 @@ func (m *mcModel) managerSteps(s *mcState, emit mcEmit) {
 			q = cloneQueue(mg.q.q) // BROKEN: serves the queue as stored, ignoring the judgment
 		}
 		var h Handover
+		victim, _ := st.HolderOf(mg.victim)
 		out, err := m.casLock(ns, mg.lock, false, mcMeta{basis: mg.basis, q: &q}, func(next *coordinationv1.Lease) error {
 			var err error
 			switch mg.plan {
 			case planRevoke, planRelease:
-				h, err = Revoke(next, st.Holder, st.Token, mg.plan == planRevoke, &q, mcJudgeAt)
+				h, err = Revoke(next, victim.Holder, victim.Token, mg.plan == planRevoke, &q, mcJudgeAt)
+			case planPermits:
+				_, err = SetPermits(next, int(mg.spec))
 			default:
 				h, _, err = Settle(next, q, mcJudgeAt)
 			}
 			return err
 		})
-		what := map[mcPlan]string{planRevoke: "Revoke", planRelease: "Revoke (released: pod gone)", planSettle: "Settle"}[mg.plan]
+		what := map[mcPlan]string{planRevoke: "Revoke " + mg.victim, planRelease: "Revoke (released: pod gone)",
+			planSettle: "Settle", planPermits: fmt.Sprintf("SetPermits(%d)", mg.spec)}[mg.plan]
 		switch {
 		case out != nil:
 			m.say(ns, "manager writes %s%s: %s", what, m.handoverString(h), m.stateString(out.st))
-			m.managerEvents(ns, st, out.st, h)
+			m.managerEvents(ns, victim, st, out.st, h)
 		case apierrors.IsConflict(err):
 			m.say(ns, "manager writes %s: conflict", what)
 		default:
@@ -1254,7 +1431,7 @@ func (m *mcModel) managerSteps(s *mcState, emit mcEmit) {
 	emit(ns, kindStep)
 }
 
-func (m *mcModel) managerEvents(s *mcState, before, after State, h Handover) {
+func (m *mcModel) managerEvents(s *mcState, victim Permit, before, after State, h Handover) {
 	mg := &s.mgr
 	switch mg.plan {
 	case planRelease:
@@ -1264,7 +1441,7 @@ func (m *mcModel) managerEvents(s *mcState, before, after State, h Handover) {
 		if h.To != nil {
 			m.hit(s, evRevokedHandover)
 		}
-		if i := m.clientOf(before.Holder); i >= 0 && !s.cl[i].crashed && !s.cl[i].paused && !s.cl[i].stale {
+		if i := m.clientOf(victim.Holder); i >= 0 && !s.cl[i].crashed && !s.cl[i].paused && !s.cl[i].stale {
 			m.hit(s, evRevokedUnaware)
 		}
 	case planSettle:
@@ -1316,7 +1493,7 @@ func (m *mcModel) managerJudge(s *mcState) {
 		mg.drops = append(mg.drops, mcEntry{w.Holder, w.Ticket})
 	}
 	// planQueue: the gated pod that asks and is not queued (nor the holder) joins.
-	if m.podAsking(s) && st.Holder != mcPod &&
+	if _, held := st.HolderOf(mcPod); m.podAsking(s) && !held &&
 		!slices.ContainsFunc(j.Queue.Waiters, func(w Waiter) bool { return w.Holder == mcPod }) {
 		j.Queue.Join(mcPod, st.Served, mcT0)
 		j.Changed = true
@@ -1352,14 +1529,22 @@ func (m *mcModel) managerPlan(s *mcState) {
 		return
 	}
 	plan := planKeep
-	switch {
-	case !st.Held():
-	case st.Holder == mcPod:
-		if s.pod.deleted {
-			plan = planRelease
+	if changed, err := SetPermits(mg.lock.l.DeepCopy(), int(s.spec)); err != nil {
+		m.fail(s, "unexpected error from the manager's SetPermits: %v", err)
+		return
+	} else if changed {
+		plan, mg.spec = planPermits, s.spec
+	}
+	for _, p := range st.Permits { // one write ends at most one grant
+		switch {
+		case plan != planKeep:
+		case p.Holder == mcPod:
+			if s.pod.deleted {
+				plan, mg.victim = planRelease, p.Holder
+			}
+		case m.revocable(s, p):
+			plan, mg.victim = planRevoke, p.Holder
 		}
-	case m.revocable(s, st):
-		plan = planRevoke
 	}
 	if plan == planKeep && settles && (m.cfg.mutation != mcNoSettle || st.Held()) {
 		plan = planSettle
@@ -1372,11 +1557,11 @@ func (m *mcModel) managerPlan(s *mcState) {
 	mg.plan, mg.pc = plan, mWriteLock
 }
 
-// revocable reports whether the manager may find the grant st expired now: its holder crashed,
+// revocable reports whether the manager may find the grant p expired now: its holder crashed,
 // is paused, or has not renewed since it resumed, or it does not know it holds the grant and will
 // not learn it (so it never renews it). A holder running normally renews in time.
-func (m *mcModel) revocable(s *mcState, st State) bool {
-	i := m.clientOf(st.Holder)
+func (m *mcModel) revocable(s *mcState, p Permit) bool {
+	i := m.clientOf(p.Holder)
 	if i < 0 {
 		return true
 	}
@@ -1384,13 +1569,13 @@ func (m *mcModel) revocable(s *mcState, st State) bool {
 	switch {
 	case c.crashed || c.paused || c.stale:
 		return true
-	case c.tok == uint64(st.Token):
+	case c.tok == uint64(p.Token):
 		return false // renews it
-	case c.ticket != 0 && c.ticket == st.Served:
+	case c.ticket != 0 && c.ticket == p.Ticket:
 		return false // will see it was served
-	case c.leaving && c.leaveT == st.Served:
+	case c.leaving && c.leaveT == p.Ticket:
 		return false // will see it was served while leaving, and release it
-	case c.unsure == uint64(st.Token):
+	case c.unsure == uint64(p.Token):
 		return false // will recognise its grant
 	}
 	return true
@@ -1410,7 +1595,7 @@ func (m *mcModel) podSteps(s *mcState, emit mcEmit) {
 	ns := s.clone()
 	ns.podDeletes--
 	ns.pod.deleted = true
-	if s.lock.st.Holder == mcPod {
+	if _, ok := s.lock.st.HolderOf(mcPod); ok {
 		m.say(ns, "the pod finishes and is deleted")
 		emit(ns, kindStep) // a holder pod finishes its work: part of progress
 		return
@@ -1437,6 +1622,7 @@ func (m *mcModel) key(s *mcState) [2]uint64 {
 	addL := func(v *mcVer) {
 		if v != nil {
 			lk = append(lk, v.rv, v.tok, v.revoked)
+			lk = append(lk, v.ptoks...)
 		}
 	}
 	addL(s.lock)
@@ -1455,7 +1641,8 @@ func (m *mcModel) key(s *mcState) [2]uint64 {
 	if s.mgr.q != nil {
 		qk = append(qk, s.mgr.q.rv)
 	}
-	lk = append(lk, s.maxIssued, s.maxEnded)
+	lk = append(lk, s.maxIssued)
+	lk = append(lk, s.ended...)
 	for _, d := range s.dropped {
 		qk = append(qk, d.rev)
 	}
@@ -1483,6 +1670,9 @@ func (m *mcModel) key(s *mcState) [2]uint64 {
 			return
 		}
 		put(uint64(v.shape), rank(lk, v.rv), rank(lk, v.tok), rank(lk, v.revoked))
+		for _, t := range v.ptoks { // their number is in the shape
+			put(rank(lk, t))
+		}
 	}
 	putQ := func(v *mcVer) {
 		if v == nil {
@@ -1518,7 +1708,8 @@ func (m *mcModel) key(s *mcState) [2]uint64 {
 		putQ(c.q)
 	}
 	mg := &s.mgr
-	put(uint64(mg.pc), uint64(mg.plan), uint64(m.intern(mg.judged)), rank(qk, mg.basis), uint64(len(mg.drops)))
+	put(uint64(mg.pc), uint64(mg.plan), uint64(m.intern(mg.judged)), rank(qk, mg.basis), uint64(len(mg.drops)),
+		uint64(m.intern(mg.victim)), uint64(mg.spec))
 	for _, e := range mg.drops {
 		put(uint64(m.intern(e.holder)), uint64(e.t))
 	}
@@ -1528,7 +1719,11 @@ func (m *mcModel) key(s *mcState) [2]uint64 {
 	if m.podAsking(s) {
 		podOwed = uint64(s.pod.owed)
 	}
-	put(b2i(s.pod.granted, s.pod.deleted), podOwed, rank(lk, s.maxIssued), rank(lk, s.maxEnded))
+	put(b2i(s.pod.granted, s.pod.deleted), podOwed, rank(lk, s.maxIssued), uint64(len(s.ended)))
+	for _, t := range s.ended {
+		put(rank(lk, t))
+	}
+	put(uint64(s.spec), uint64(s.bound), uint64(s.edits))
 	put(uint64(len(s.left)))
 	for _, e := range s.left {
 		put(uint64(m.intern(e.holder)), uint64(e.t))
@@ -1646,7 +1841,7 @@ func (m *mcModel) goal(s *mcState) bool {
 func (m *mcModel) eligible(s *mcState) bool {
 	for i := range m.ids {
 		c := &s.cl[i]
-		if c.paused || (c.crashed && s.lock.st.Holder == m.ids[i]) {
+		if _, held := s.lock.st.HolderOf(m.ids[i]); c.paused || c.crashed && held {
 			return false
 		}
 	}
@@ -1810,6 +2005,12 @@ func (m *mcModel) stateString(st State) string {
 		return ""
 	}
 	s := fmt.Sprintf("{holder=%q token=%d served=%d", st.Holder, st.Token, st.Served)
+	if st.Semaphore {
+		s = fmt.Sprintf("{permits=%d token=%d served=%d", st.Limit, st.Token, st.Served)
+		for _, p := range st.Permits {
+			s += fmt.Sprintf(" permit-%d=%s/%d@%d", p.Number, p.Holder, p.Token, p.Ticket)
+		}
+	}
 	if st.Reserved != 0 {
 		s += fmt.Sprintf(" reserved=%d", st.Reserved)
 	}

@@ -35,7 +35,14 @@ package lease
 // The manager runs reconcile: read the lock Lease; read the queue Lease, Judge it, queue the pod
 // (planQueue); write the queue if the judgment changed it (a conflict ends the reconcile); then
 // one lock write of computePlan: Revoke (revoked) an expirable holder, Revoke (released) a gone
-// pod's grant, else Settle if it changes anything, always with the judged queue. The pod is
+// pod's grant, else Settle if it changes anything, always with the judged queue. Semaphores: a
+// configuration's permits makes the lock a semaphore of that many permits (lease.SetPermits on
+// the stamped Lease), and retarget lets the user set spec.permits once, at any point; the
+// manager's reconcile then writes lease.SetPermits first (2 -> 1 while two are held, 1 -> 2 with
+// waiters queued, and back to the lock format). Every check is per permit (State.Permits): the
+// manager revokes one expirable permit per write; a client recognises its own permit
+// (HolderOf); and, as pkg/lock, a client that finds it holds a permit it does not know of waits
+// for it to end instead of queueing. The pod is
 // queued and granted by the manager and may be deleted. Failures: crash (stop forever), pause
 // (until resumed), lost response of an applied write (grant, release; join with lostJoin), give up.
 //
@@ -74,8 +81,24 @@ package lease
 //	P7 from every explored state, steps of running actors alone (no crash, pause, resume, lost
 //	   response, give-up, or deletion of a waiting pod) reach a state where no running client is
 //	   acquiring and the pod does not wait: live waiters are served.
+//	P8 at most spec.permits permits are held, or after spec.permits was lowered below the permits
+//	   held, no more than were held then (falling as they end); no grant is made while as many
+//	   permits as the limit are held (beside the permit the write ends); one write grants at most
+//	   one permit; no two permits share a token or a holder.
+//
+// P1-P6 are stated per permit: "the holder" is the holder of the permit with that token, a grant
+// is a permit (holder, token) the Lease did not hold before, an ended grant one it holds no
+// longer; P2 orders tokens across permits, P3 keeps the ended tokens (at or above the lowest held
+// token: one below every held token that came back would break P2 first), and P6's FIFO spans
+// permits (one queue serves them all).
 //
 // Teeth: TestModelFinds* put one broken transition back each and expect its counterexample.
+//
+// Found by the model: a semaphore's release could serve a queued waiter a second permit. A waiter
+// judged dead while paused had its entry dropped after a release (computed from a queue read
+// before the drop) served it; it resumed, found its entry gone and joined again, and the next
+// release served the new entry onto the other permit. lease's serve now leaves a head that holds
+// a permit waiting until that permit ends (revoked unrenewed, or released).
 
 import (
 	"fmt"
@@ -102,6 +125,10 @@ func mcConfigs(short bool) []mcConfig {
 			{name: "pod, pause", clients: ab, pod: true, podDeletes: 1, pauses: 1},
 			{name: "malformed entry, pause and give-up", clients: ab, seed: mcSeedMalformed, pauses: 1, giveUps: 1},
 			{name: "dead head, pod, crash", clients: ab, seed: mcSeedDeadHead, pod: true, podDeletes: 1, crashes: 1},
+			{name: "semaphore of 2, three clients", clients: abc, permits: 2},
+			{name: "semaphore of 2, pod, pause", clients: ab, permits: 2, pod: true, podDeletes: 1, pauses: 1},
+			{name: "permits 2 to 1, three clients", clients: abc, permits: 2, retarget: 1},
+			{name: "permits 1 to 2, three clients", clients: abc, permits: 1, retarget: 2},
 		}
 	}
 	return []mcConfig{
@@ -120,6 +147,17 @@ func mcConfigs(short bool) []mcConfig {
 		{name: "dead head, three clients and the pod", clients: abc, seed: mcSeedDeadHead, pod: true, podDeletes: 1},
 		{name: "dead head, pod, crash and pause", clients: ab, seed: mcSeedDeadHead, pod: true, podDeletes: 1,
 			crashes: 1, pauses: 1},
+		{name: "semaphore of 2, three clients, crash", clients: abc, permits: 2, crashes: 1},
+		{name: "semaphore of 2, three clients, pause", clients: abc, permits: 2, pauses: 1},
+		{name: "semaphore of 2, three clients, lost responses", clients: abc, permits: 2, lost: 1, lostJoin: true},
+		{name: "semaphore of 2, three clients, give-up", clients: abc, permits: 2, giveUps: 1},
+		{name: "semaphore of 2, pod, crash and pause", clients: ab, permits: 2, pod: true, podDeletes: 1, crashes: 1,
+			pauses: 1},
+		{name: "permits 2 to 1, three clients, crash", clients: abc, permits: 2, retarget: 1, crashes: 1},
+		{name: "permits 2 to 1, two cycles, pod", clients: a2b, permits: 2, retarget: 1, pod: true, podDeletes: 1},
+		{name: "permits 1 to 2, three clients, crash", clients: abc, permits: 1, retarget: 2, crashes: 1},
+		{name: "permits 1 to 2, pod, give-up", clients: ab, permits: 1, retarget: 2, pod: true, podDeletes: 1,
+			giveUps: 1},
 	}
 }
 
@@ -181,6 +219,19 @@ func TestModelFindsLastWriteWins(t *testing.T) {
 func TestModelFindsMissingSettle(t *testing.T) {
 	mcExpectViolation(t, mcConfig{name: "no settle", clients: []mcClientCfg{{id: "a", cycles: 1},
 		{id: "b", cycles: 1}}, mutation: mcNoSettle}, "P7")
+}
+
+// TestModelFindsServeIgnoringFull: a release that serves the queue although spec.permits was
+// lowered below the permits held grants a permit beyond the limit.
+func TestModelFindsServeIgnoringFull(t *testing.T) {
+	mcExpectViolation(t, mcConfig{name: "serve ignores Full", clients: []mcClientCfg{{id: "a", cycles: 1},
+		{id: "b", cycles: 1}, {id: "c", cycles: 1}}, permits: 2, retarget: 1, mutation: mcServeIgnoresFull}, "P8")
+}
+
+// TestModelFindsReusedToken: a semaphore grant that gives the new permit another permit's token.
+func TestModelFindsReusedToken(t *testing.T) {
+	mcExpectViolation(t, mcConfig{name: "reused token", clients: []mcClientCfg{{id: "a", cycles: 1},
+		{id: "b", cycles: 1}}, permits: 2, mutation: mcReusedToken}, "P2")
 }
 
 func mcExpectViolation(t *testing.T, cfg mcConfig, property string) {

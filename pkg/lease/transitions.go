@@ -282,6 +282,13 @@ func serve(l *coordinationv1.Lease, s State, q *Queue, by Actor, now time.Time) 
 		return Handover{}, nil
 	}
 	head := waiting[0]
+	if _, holds := s.HolderOf(head.Holder); holds {
+		// One identity holds at most one permit (Served could not tell two apart). A head that
+		// holds one already was served from an earlier entry it never learned of (its join raced
+		// the handover); it waits, as on a full lock, until that permit ends: the holder releases
+		// it, or the manager revokes it when it is not renewed. (Found by the model check.)
+		return Handover{}, nil
+	}
 	if head.IsPod() && by != Manager {
 		setAnnotation(l, locksv1alpha1.ReservedAnnotation, head.Ticket.String())
 		return Handover{Reserved: head.Ticket}, nil
