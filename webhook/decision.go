@@ -96,7 +96,9 @@ type Decision struct {
 	Reason  string
 	Message string
 	// NeedLive asks the caller to read the Lease live and decide again: the presented token is
-	// above the cached current token, which a lagging cache explains as well as a forgery.
+	// above the cached current token, which a lagging cache explains as well as a forgery, or (a
+	// semaphore) a held permit's token below the object's, which only a view at least as new as
+	// that write can confirm is still held.
 	NeedLive bool
 	// NeedNamespace asks the caller to fill Request.NamespaceTerminating and decide again.
 	NeedNamespace bool

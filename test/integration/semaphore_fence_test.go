@@ -1,0 +1,171 @@
+/*
+Copyright 2026 The fencedlock Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/pkg/lock"
+	"github.com/fencedlock/fencedlock/pkg/token"
+)
+
+// newSemaphore creates a FencedLock admitting permits holders and waits until it is Ready and its
+// Lease is in the semaphore format.
+func newSemaphore(ns, name string, permits, leaseSeconds int32) {
+	fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: leaseSeconds, Permits: permits}}
+	ExpectWithOffset(1, k8sClient.Create(ctx, fl)).To(Succeed())
+	EventuallyWithOffset(1, func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(fl), fl)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(fl.Status.Conditions, locksv1alpha1.ConditionReady)).To(BeTrue())
+		st, err := lease.Read(getLease(ns, name))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(st.Semaphore).To(BeTrue())
+		g.Expect(st.Limit).To(Equal(int(permits)))
+	}, 20*time.Second, 20*time.Millisecond).Should(Succeed())
+}
+
+// writeNamed is writeCM for ConfigMap name, presenting tok.
+func writeNamed(ns, name string, tok token.Token, data string) error { return writeCM(ns, name, tok.String(), data) }
+
+// keepAlive renews g until the returned function is called: the holder "pauses" then.
+func keepAlive(g *lock.Grant) (pause func()) {
+	kctx, stop := context.WithCancel(ctx)
+	g.KeepAlive(kctx, 0)
+	DeferCleanup(stop)
+	return stop
+}
+
+var _ = Describe("The fence of a semaphore", func() {
+	It("admits every held permit in any order, and refuses revoked, ended and never-issued tokens", func() {
+		ns := newNamespace()
+		newSemaphore(ns, "pool", 2, 2)
+
+		By("two holders take the two permits")
+		a, err := locker(ns, "pool", "worker-a").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		pauseA := keepAlive(a)
+		b, err := locker(ns, "pool", "worker-b").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		keepAlive(b)
+		Expect(b.Token).To(BeNumerically(">", a.Token))
+		_, err = locker(ns, "pool", "worker-c").TryAcquire(ctx)
+		Expect(lease.IsHeld(err)).To(BeTrue(), "a third holder finds both permits held: %v", err)
+
+		By("both write the same ConfigMap, in either order")
+		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "pool", b.Token, "b1"))).To(Succeed())
+		Expect(writeNamed(ns, "ledger", a.Token, "a1")).To(Succeed(), "the lower held token after the higher one wrote")
+		Expect(writeNamed(ns, "ledger", b.Token, "b2")).To(Succeed())
+		Expect(writeNamed(ns, "ledger", a.Token, "a2")).To(Succeed())
+		Expect(balance(ns)).To(Equal("a2"))
+		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "a-notes", "pool", a.Token, "a's"))).To(Succeed())
+
+		By("a never-issued token is refused")
+		deniedWith(writeNamed(ns, "ledger", b.Token+1_000_000, "forged"),
+			fmt.Sprintf("fencing token %s for semaphore %s/pool was never issued", b.Token+1_000_000, ns))
+
+		By("a third holder queues; holder a pauses, the manager revokes its permit and hands it to c")
+		cGot := make(chan *lock.Grant, 1)
+		cErr := make(chan error, 1)
+		go func() {
+			defer GinkgoRecover()
+			actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			g, err := locker(ns, "pool", "worker-c").Acquire(actx)
+			if err != nil {
+				cErr <- err
+				return
+			}
+			cGot <- g
+		}()
+		pauseA()
+		var c *lock.Grant
+		select {
+		case c = <-cGot:
+		case err := <-cErr:
+			Fail(fmt.Sprintf("worker c was not granted a permit: %v", err))
+		case <-time.After(30 * time.Second):
+			Fail("worker c was not granted a permit within 30 s")
+		}
+		keepAlive(c)
+		st, err := lease.Read(getLease(ns, "pool"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(st.RevokedToken).To(Equal(a.Token), "the manager revoked a's permit")
+		Expect(c.Token).To(BeNumerically(">", b.Token))
+
+		By("the paused holder's write is refused: its permit is no longer held")
+		deniedWith(writeNamed(ns, "ledger", a.Token, "a3 after the pause"), fmt.Sprintf(
+			"fencing token %s of semaphore %s/pool is no longer held (revoked by the controller because its lease expired); "+
+				"2 of 2 permits are held now, with tokens ", a.Token, ns))
+		Expect(balance(ns)).To(Equal("a2"))
+
+		By("once the new holder wrote, the paused holder is refused for that too; b, still holding, is admitted")
+		Expect(writeNamed(ns, "ledger", c.Token, "c1")).To(Succeed())
+		deniedWith(writeNamed(ns, "ledger", a.Token, "a4"),
+			fmt.Sprintf("and the object was already written with token %s", c.Token))
+		Expect(writeNamed(ns, "ledger", b.Token, "b3")).To(Succeed(), "a held token below the object's")
+		Expect(balance(ns)).To(Equal("b3"))
+
+		By("what a wrote can be deleted only after a holder stamped it with its own permit's token")
+		notes := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a-notes"}}
+		deniedWith(k8sClient.Delete(ctx, notes), "stamp the object with the token of a permit you hold")
+		Expect(writeNamed(ns, "a-notes", b.Token, "closed by b")).To(Succeed())
+		Expect(k8sClient.Delete(ctx, notes)).To(Succeed())
+	})
+
+	It("admits a just-granted holder even while the webhook's cache lags (Cached)", func() {
+		ns := newNamespace()
+		newSemaphore(ns, "pool", 2, 15)
+		steady, err := locker(ns, "pool", "steady").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "pool", steady.Token, "0"))).To(Succeed())
+
+		// Each round grants the free permit and writes at once with its token, above the token the
+		// webhook's cache last saw unless the grant's watch event arrived first. Such a write is
+		// confirmed by a live read (the "confirm" counter) and must never be refused. The lag is
+		// the real watch's: a few percent of rounds meet it here, so the rounds go on until two did
+		// (the chance that 500 rounds meet none is negligible at that rate).
+		confirm := func() float64 {
+			return counterValue("fencedlock_fence_live_reads_total", map[string]string{"why": "confirm"})
+		}
+		before := confirm()
+		rounds := 0
+		for confirm()-before < 2 && rounds < 500 {
+			rounds++
+			g, err := locker(ns, "pool", fmt.Sprintf("round-%d", rounds)).TryAcquire(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(writeNamed(ns, "ledger", g.Token, fmt.Sprint(rounds))).To(Succeed(), "round %d, token %s", rounds, g.Token)
+			Expect(g.Release(ctx)).To(Succeed())
+		}
+		lagged := confirm() - before
+		GinkgoWriter.Printf("%d rounds; %v writes met a lagging cache and were confirmed live\n", rounds, lagged)
+		Expect(lagged).To(BeNumerically(">=", 2), "too few writes met a lagging cache in %d rounds: the case was not exercised", rounds)
+		Expect(writeNamed(ns, "ledger", steady.Token, "steady")).To(Succeed(), "the steady holder, below the object's token")
+	})
+})
