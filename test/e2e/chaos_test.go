@@ -55,15 +55,21 @@ import (
 
 const chaosImage = "localhost/fencedlock/chaos-worker:e2e"
 
-// campaign is one fault-injection run on two locks: holders (Go-client processes queued for one
-// lock, pods asking for one lock or for both) acquire, write each lock's fenced ConfigMap and
-// fenced custom resource, read back and release, while faults are injected; every operation is
-// recorded and the history is checked for linearizability, one partition per lock.
+// campaign is one fault-injection run on two locks and a semaphore of two permits: holders
+// (Go-client processes queued for one lock or for the semaphore, pods asking for one lock or for
+// both) acquire, write each lock's fenced ConfigMap and fenced custom resource, read back and
+// release, while faults are injected (paused holders among them, of locks and permits); every
+// operation is recorded and the history is checked for linearizability, one partition per lock,
+// the semaphore's by lincheck's semaphore model.
 type campaign struct {
 	ns, dir   string
 	workerBin string
 	lease     time.Duration
 	locks     []string // each fences <lock>-cm and <lock>-sb
+	// sem is a semaphore of semPermits permits beside the locks, fencing <sem>-cm and <sem>-sb;
+	// Go clients only (CHAOS_SEM_CLIENTS at a time, more than its permits, so that they queue).
+	sem        string
+	semPermits int
 
 	mu       sync.Mutex
 	history  []lincheck.Op // the campaign's own operations (setup, stamps)
@@ -79,6 +85,9 @@ func (c *campaign) record(lk string, op lincheck.Op) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	op.Lock = c.ns + "/" + lk
+	if lk == c.sem {
+		op.Permits = c.semPermits // the checker holds the semaphore's ops to its rule
+	}
 	c.history = append(c.history, op)
 }
 
@@ -133,7 +142,7 @@ var chaosWorker = sync.OnceValue(func() string {
 // resource kind and the pods' permissions.
 func newCampaign() *campaign {
 	c := &campaign{ns: newNamespace(), lease: 2 * time.Second, locks: []string{"chaos", "chaos2"},
-		faults: map[string]int{}, leaseDel: map[string]time.Time{}}
+		sem: "chaos-sem", semPermits: 2, faults: map[string]int{}, leaseDel: map[string]time.Time{}}
 	c.dir = filepath.Join(clusterDir, "chaos", c.ns)
 	Expect(os.MkdirAll(c.dir, 0o777)).To(Succeed())
 	Expect(os.Chmod(c.dir, 0o777)).To(Succeed())
@@ -156,13 +165,16 @@ func newCampaign() *campaign {
 // pods queued for one lock or for both. Then it waits for the holders and the queues, checks the
 // history for linearizability (failing the spec on a violation) and returns it.
 func (c *campaign) run(first time.Duration, disrupt func()) []lincheck.Op {
-	stops := make([]func(), 0, len(c.locks))
-	for _, lk := range c.locks {
+	stops := make([]func(), 0, len(c.locks)+1)
+	for _, lk := range append(slices.Clone(c.locks), c.sem) {
 		fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: lk},
 			Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: int32(c.lease / time.Second),
 				// Strict: the lock's current token is read from etcd, so rule (c) is exact and the
 				// model's "no superseded token is ever accepted" holds without a cache window.
 				Fence: locksv1alpha1.FenceSpec{Mode: locksv1alpha1.FenceModeStrict}}}
+		if lk == c.sem {
+			fl.Spec.Permits = int32(c.semPermits)
+		}
 		Expect(k8sClient.Create(ctx, fl)).To(Succeed())
 		c.setup(lk)
 		stops = append(stops, c.watchLease(lk))
@@ -174,11 +186,14 @@ func (c *campaign) run(first time.Duration, disrupt func()) []lincheck.Op {
 	go func() { defer GinkgoRecover(); defer close(podsDone); c.createPods(pctx) }()
 	disrupted := make(chan struct{})
 	go func() { defer GinkgoRecover(); defer close(disrupted); disrupt() }()
-	clients := envInt("CHAOS_CLIENTS", 4)
+	clients, semClients := envInt("CHAOS_CLIENTS", 4), envInt("CHAOS_SEM_CLIENTS", 3)
 	for round, d := 0, first; ; round, d = round+1, 15*time.Second {
-		procs := make([]*exec.Cmd, 0, clients)
+		procs := make([]*exec.Cmd, 0, clients+semClients)
 		for i := range clients {
 			procs = append(procs, c.startClient(round*clients+i+1, d))
+		}
+		for i := range semClients { // ids apart from the locks' clients
+			procs = append(procs, c.startSemClient(5000+round*semClients+i+1, d))
 		}
 		for _, p := range procs {
 			_ = p.Wait()
@@ -273,7 +288,11 @@ func (c *campaign) setup(lk string) {
 	}, time.Minute, 200*time.Millisecond).Should(Succeed())
 	c.record(lk, lincheck.Op{Kind: lincheck.Write, Object: "settlementbatches/" + c.ns + "/" + sb.GetName(), Token: uint64(g.Token), Value: "setup",
 		Outcome: lincheck.OK, Call: call, Return: time.Now().UnixNano()})
+	call = time.Now().UnixNano()
 	Expect(g.Release(ctx)).To(Succeed())
+	// On a semaphore the release frees a permit the checker would otherwise count as held.
+	c.record(lk, lincheck.Op{Kind: lincheck.Release, Token: uint64(g.Token), Outcome: lincheck.OK, Call: call,
+		Return: time.Now().UnixNano()})
 }
 
 // watchLease follows lock lk's Lease through API server and etcd restarts: a holder never
@@ -314,6 +333,15 @@ func (c *campaign) watchLease(lk string) (stop func()) {
 					bad(fmt.Sprintf("holder %s without a token at %s", st.Holder, l.ResourceVersion))
 				case st.Initialized() && uint64(st.Token) < last:
 					bad(fmt.Sprintf("token went down from %d to %s", last, st.Token))
+				case len(st.Permits) > st.Limit:
+					bad(fmt.Sprintf("%d permits held (%v), above the %d it admits, at %s", len(st.Permits), st.Holders(),
+						st.Limit, l.ResourceVersion))
+				}
+				for _, p := range st.Permits {
+					if p.Token > st.Token {
+						bad(fmt.Sprintf("permit %d of %s holds token %s, above the last issued %s", p.Number, p.Holder, p.Token,
+							st.Token))
+					}
 				}
 				if st.Initialized() && !st.Held() && string(l.UID) != uid && uid != "" {
 					// A recreated Lease was stamped: its token supersedes every earlier one. Seen
@@ -346,6 +374,20 @@ func (c *campaign) watchLease(lk string) (stop func()) {
 func (c *campaign) startClient(id int, duration time.Duration) *exec.Cmd {
 	cmd := exec.Command(c.workerBin, "--kubeconfig", filepath.Join(clusterDir, "admin.kubeconfig"), "--namespace", c.ns,
 		"--lock", c.locks[(id-1)%len(c.locks)],
+		"--id", strconv.Itoa(id), "--history", filepath.Join(c.dir, fmt.Sprintf("client-%d.jsonl", id)),
+		"--duration", duration.String())
+	cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
+	Expect(cmd.Start()).To(Succeed())
+	c.mu.Lock()
+	c.procs = append(c.procs, cmd)
+	c.mu.Unlock()
+	return cmd
+}
+
+// startSemClient starts Go-client process id on the semaphore.
+func (c *campaign) startSemClient(id int, duration time.Duration) *exec.Cmd {
+	cmd := exec.Command(c.workerBin, "--kubeconfig", filepath.Join(clusterDir, "admin.kubeconfig"), "--namespace", c.ns,
+		"--lock", c.sem, "--permits", strconv.Itoa(c.semPermits),
 		"--id", strconv.Itoa(id), "--history", filepath.Join(c.dir, fmt.Sprintf("client-%d.jsonl", id)),
 		"--duration", duration.String())
 	cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
@@ -450,7 +492,8 @@ func (c *campaign) injectFaults(cctx context.Context) {
 		switch kind {
 		case "pause-holder": // SIGSTOP a holder past its lease, then SIGCONT
 			c.mu.Lock()
-			p := c.procs[len(c.procs)-1-rand.IntN(min(len(c.procs), envInt("CHAOS_CLIENTS", 4)))] // a current one
+			// a current one: of the locks' clients or the semaphore's (paused holders of a permit)
+			p := c.procs[len(c.procs)-1-rand.IntN(min(len(c.procs), envInt("CHAOS_CLIENTS", 4)+envInt("CHAOS_SEM_CLIENTS", 3)))]
 			c.mu.Unlock()
 			_ = p.Process.Signal(syscall.SIGSTOP)
 			time.Sleep(c.lease + time.Second)
@@ -472,7 +515,7 @@ func (c *campaign) injectFaults(cctx context.Context) {
 			time.Sleep(3 * time.Second)
 			startManager()
 		case "lease-delete":
-			lk := c.locks[rand.IntN(len(c.locks))]
+			lk := append(slices.Clone(c.locks), c.sem)[rand.IntN(len(c.locks)+1)]
 			c.mu.Lock()
 			c.leaseDel[lk] = time.Now()
 			c.mu.Unlock()

@@ -53,6 +53,9 @@ import (
 // checks these rules against an exhaustive search that gives every Unknown operation an
 // infinite Return.
 
+// anyTime is the note of an Unknown operation checked with an infinite Return.
+const anyTime = "outcome unknown: may take effect any time after its call, or never"
+
 type valueKey struct {
 	object, value string
 	token         uint64
@@ -109,14 +112,14 @@ func bounds(history []Op) (returns []int64, notes []string) {
 			j, seen := observed[k]
 			switch {
 			case !seen && op.Permits > 1:
-				returns[i], notes[i] = math.MaxInt64, "outcome unknown: may take effect any time after its call, or never"
+				returns[i], notes[i] = math.MaxInt64, anyTime
 			case !seen:
 				returns[i], notes[i] = noEffect, "outcome unknown: no read observed it, so it is checked as having no effect"
 			case writes[k] == 1:
 				returns[i] = max(op.Call, history[j].Return)
 				notes[i] = fmt.Sprintf("outcome unknown: took effect before the read history[%d] returned", j)
 			default:
-				returns[i], notes[i] = math.MaxInt64, "outcome unknown: may take effect any time after its call, or never"
+				returns[i], notes[i] = math.MaxInt64, anyTime
 			}
 		case (op.Kind == Acquire || op.Kind == Stamp) && op.Token > 0:
 			k := tokenKey{op.Lock, op.Token}
@@ -128,7 +131,7 @@ func bounds(history []Op) (returns []int64, notes []string) {
 				returns[i] = max(op.Call, history[j].Return)
 				notes[i] = fmt.Sprintf("outcome unknown: took effect before history[%d], which used its token, returned", j)
 			default:
-				returns[i], notes[i] = math.MaxInt64, "outcome unknown: may take effect any time after its call, or never"
+				returns[i], notes[i] = math.MaxInt64, anyTime
 			}
 		default:
 			returns[i], notes[i] = noEffect, "outcome unknown: no effect either way"

@@ -61,6 +61,9 @@ type worker struct {
 	seq        int
 	opTimeout  time.Duration
 	writeDelay time.Duration
+	// permits is the lock's spec.permits when it is a semaphore (above 1): every op of its
+	// history says so, and the checker holds it to the semaphore's rule.
+	permits int
 }
 
 func main() {
@@ -81,6 +84,7 @@ func main() {
 	flag.StringVar(&w.sb, "batch", "", "Fenced SettlementBatch (default <lock>-sb)")
 	flag.DurationVar(&w.opTimeout, "op-timeout", 5*time.Second, "Timeout of one API call")
 	flag.DurationVar(&w.writeDelay, "write-delay", 300*time.Millisecond, "Pause between acquiring and writing (room for faults)")
+	flag.IntVar(&w.permits, "permits", 1, "The lock's spec.permits: above 1, a semaphore (client mode)")
 	flag.Parse()
 
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
@@ -128,6 +132,9 @@ func now() int64 { return time.Now().UnixNano() }
 
 func (w *worker) record(op lincheck.Op) {
 	op.Client, op.Lock = w.id, w.ns+"/"+w.lk
+	if w.permits > 1 {
+		op.Permits = w.permits
+	}
 	b, _ := json.Marshal(op)
 	w.mu.Lock()
 	defer w.mu.Unlock()
