@@ -50,6 +50,10 @@ var (
 		Name: "fencedlock_locks_held",
 		Help: "Locks held, as the leading manager last observed their Leases (0 on the other replicas).",
 	})
+	permitsHeld = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fencedlock_permits_held",
+		Help: "Permits held over all locks (a lock held counts one; a semaphore each permit held), as the leading manager last observed their Leases (0 on the other replicas).",
+	})
 	waitingPods = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fencedlock_waiting_pods",
 		Help: "Pods queued for a lock (gated, not yet granted), over all locks.",
@@ -65,7 +69,7 @@ var (
 var durationBuckets = prometheus.ExponentialBuckets(0.01, 4, 10)
 
 func init() {
-	metrics.Registry.MustRegister(grantsTotal, releasesTotal, expirationsTotal, holdSeconds, waitSeconds, waitingPods, locksHeld)
+	metrics.Registry.MustRegister(grantsTotal, releasesTotal, expirationsTotal, holdSeconds, waitSeconds, waitingPods, locksHeld, permitsHeld)
 }
 
 // countGrants counts grants made, possibly several seen at once on a busy lock.
@@ -86,8 +90,11 @@ func observeHold(held time.Duration) { holdSeconds.Observe(held.Seconds()) }
 // observeWait records how long a pod waited in the queue for its grant.
 func observeWait(waited time.Duration) { waitSeconds.Observe(waited.Seconds()) }
 
-// setLocksHeld sets the number of locks held over all locks.
-func setLocksHeld(n int) { locksHeld.Set(float64(n)) }
+// setHeld sets the number of locks held (at least one permit) and of permits held over all locks.
+func setHeld(locks, permits int) {
+	locksHeld.Set(float64(locks))
+	permitsHeld.Set(float64(permits))
+}
 
 // setWaitingPods sets the number of pods queued over all locks.
 func setWaitingPods(n int) { waitingPods.Set(float64(n)) }

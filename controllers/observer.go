@@ -79,8 +79,9 @@ type observer struct {
 	obs map[types.NamespacedName]*lockObservation
 	// seen is what the last judgment of each lock's queue saw of its queued clients (lease.Judge).
 	seen map[types.NamespacedName]map[lease.Ticket]lease.Seen
-	// held counts the permits held in the last observation of every lock (the held gauge).
-	held int
+	// held and heldPermits count the locks with a permit held, and the permits held, in the last
+	// observation of every lock (the held gauges).
+	held, heldPermits int
 }
 
 func newObserver() *observer {
@@ -113,8 +114,7 @@ func (o *observer) observe(key types.NamespacedName, st lease.State, podReady fu
 	for _, p := range st.Permits {
 		cur[p.Number] = nextObservation(prev[p.Number], st.OfPermit(p), podReady(p), o.seen[key], known, now)
 	}
-	o.held += len(cur) - len(prev)
-	setLocksHeld(o.held)
+	o.count(len(cur), len(prev))
 	lo.grants = cur
 	for uid, at := range lo.ungated {
 		if now.Sub(at) > ungatedMemory && !slices.ContainsFunc(st.Permits, func(p lease.Permit) bool {
@@ -227,11 +227,17 @@ func (o *observer) forget(key types.NamespacedName) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if lo, ok := o.obs[key]; ok {
-		o.held -= len(lo.grants)
-		setLocksHeld(o.held)
+		o.count(0, len(lo.grants))
 	}
 	delete(o.obs, key)
 	delete(o.seen, key)
+}
+
+// count updates the held gauges for a lock whose permits held went from before to now.
+func (o *observer) count(now, before int) {
+	o.heldPermits += now - before
+	o.held += min(now, 1) - min(before, 1)
+	setHeld(o.held, o.heldPermits)
 }
 
 // nextObservation is the observation of one grant after the controller saw it in st (the lock

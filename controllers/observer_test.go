@@ -95,10 +95,16 @@ func TestRetryBackoff(t *testing.T) {
 func TestObserverCountsLocksHeld(t *testing.T) {
 	o := newObserver()
 	a, b := types.NamespacedName{Namespace: "ns", Name: "a"}, types.NamespacedName{Namespace: "ns", Name: "b"}
-	check := func(want int, when string) {
+	check := func(want int, when string, permits ...int) {
 		t.Helper()
-		if o.held != want || testutil.ToFloat64(locksHeld) != float64(want) {
-			t.Fatalf("%s: %d locks counted held, gauge %v; want %d", when, o.held, testutil.ToFloat64(locksHeld), want)
+		wantPermits := want
+		if len(permits) > 0 {
+			wantPermits = permits[0]
+		}
+		if o.held != want || testutil.ToFloat64(locksHeld) != float64(want) ||
+			testutil.ToFloat64(permitsHeld) != float64(wantPermits) {
+			t.Fatalf("%s: %d locks counted held, gauges %v locks, %v permits; want %d locks, %d permits", when, o.held,
+				testutil.ToFloat64(locksHeld), testutil.ToFloat64(permitsHeld), want, wantPermits)
 		}
 	}
 	none := func(lease.Permit) *bool { return nil }
@@ -112,6 +118,10 @@ func TestObserverCountsLocksHeld(t *testing.T) {
 	check(2, "a renewal and a handover")
 	o.observe(a, lease.State{Token: 12}, none, t0.Add(3*time.Second))
 	check(1, "a release")
+	sem := lease.State{Token: 20, Semaphore: true, Limit: 3, Permits: []lease.Permit{
+		{Number: 1, Holder: "p", Token: 19}, {Number: 3, Holder: "q", Token: 20}}}
+	o.observe(b, sem, none, t0.Add(4*time.Second))
+	check(1, "b, now a semaphore with two permits held (a is free)", 2)
 	o.forget(b)
 	o.forget(a)
 	check(0, "both locks deleted")
