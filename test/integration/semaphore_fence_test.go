@@ -51,11 +51,13 @@ func newSemaphore(ns, name string, permits, leaseSeconds int32) {
 	}, 20*time.Second, 20*time.Millisecond).Should(Succeed())
 }
 
-// writeNamed is writeCM for ConfigMap name, presenting tok.
-func writeNamed(ns, name string, tok token.Token, data string) error { return writeCM(ns, name, tok.String(), data) }
+// writeWith is writeCM for ConfigMap name, presenting tok.
+func writeWith(ns, name string, tok token.Token, data string) error {
+	return writeCM(ns, name, tok.String(), data)
+}
 
-// keepAlive renews g until the returned function is called: the holder "pauses" then.
-func keepAlive(g *lock.Grant) (pause func()) {
+// renewUntilPaused renews g until the returned function is called: the holder "pauses" then.
+func renewUntilPaused(g *lock.Grant) (pause func()) {
 	kctx, stop := context.WithCancel(ctx)
 	g.KeepAlive(kctx, 0)
 	DeferCleanup(stop)
@@ -70,24 +72,24 @@ var _ = Describe("The fence of a semaphore", func() {
 		By("two holders take the two permits")
 		a, err := locker(ns, "pool", "worker-a").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		pauseA := keepAlive(a)
+		pauseA := renewUntilPaused(a)
 		b, err := locker(ns, "pool", "worker-b").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		keepAlive(b)
+		renewUntilPaused(b)
 		Expect(b.Token).To(BeNumerically(">", a.Token))
 		_, err = locker(ns, "pool", "worker-c").TryAcquire(ctx)
 		Expect(lease.IsHeld(err)).To(BeTrue(), "a third holder finds both permits held: %v", err)
 
 		By("both write the same ConfigMap, in either order")
 		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "pool", b.Token, "b1"))).To(Succeed())
-		Expect(writeNamed(ns, "ledger", a.Token, "a1")).To(Succeed(), "the lower held token after the higher one wrote")
-		Expect(writeNamed(ns, "ledger", b.Token, "b2")).To(Succeed())
-		Expect(writeNamed(ns, "ledger", a.Token, "a2")).To(Succeed())
+		Expect(writeWith(ns, "ledger", a.Token, "a1")).To(Succeed(), "the lower held token after the higher one wrote")
+		Expect(writeWith(ns, "ledger", b.Token, "b2")).To(Succeed())
+		Expect(writeWith(ns, "ledger", a.Token, "a2")).To(Succeed())
 		Expect(balance(ns)).To(Equal("a2"))
 		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "a-notes", "pool", a.Token, "a's"))).To(Succeed())
 
 		By("a never-issued token is refused")
-		deniedWith(writeNamed(ns, "ledger", b.Token+1_000_000, "forged"),
+		deniedWith(writeWith(ns, "ledger", b.Token+1_000_000, "forged"),
 			fmt.Sprintf("fencing token %s for semaphore %s/pool was never issued", b.Token+1_000_000, ns))
 
 		By("a third holder queues; holder a pauses, the manager revokes its permit and hands it to c")
@@ -113,36 +115,38 @@ var _ = Describe("The fence of a semaphore", func() {
 		case <-time.After(30 * time.Second):
 			Fail("worker c was not granted a permit within 30 s")
 		}
-		keepAlive(c)
+		renewUntilPaused(c)
 		st, err := lease.Read(getLease(ns, "pool"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(st.RevokedToken).To(Equal(a.Token), "the manager revoked a's permit")
 		Expect(c.Token).To(BeNumerically(">", b.Token))
 
 		By("the paused holder's write is refused: its permit is no longer held")
-		deniedWith(writeNamed(ns, "ledger", a.Token, "a3 after the pause"), fmt.Sprintf(
+		deniedWith(writeWith(ns, "ledger", a.Token, "a3 after the pause"), fmt.Sprintf(
 			"fencing token %s of semaphore %s/pool is no longer held (revoked by the controller because its lease expired); "+
 				"2 of 2 permits are held now, with tokens ", a.Token, ns))
 		Expect(balance(ns)).To(Equal("a2"))
 
 		By("once the new holder wrote, the paused holder is refused for that too; b, still holding, is admitted")
-		Expect(writeNamed(ns, "ledger", c.Token, "c1")).To(Succeed())
-		deniedWith(writeNamed(ns, "ledger", a.Token, "a4"),
+		Expect(writeWith(ns, "ledger", c.Token, "c1")).To(Succeed())
+		deniedWith(writeWith(ns, "ledger", a.Token, "a4"),
 			fmt.Sprintf("and the object was already written with token %s", c.Token))
-		Expect(writeNamed(ns, "ledger", b.Token, "b3")).To(Succeed(), "a held token below the object's")
+		Expect(writeWith(ns, "ledger", b.Token, "b3")).To(Succeed(), "a held token below the object's")
 		Expect(balance(ns)).To(Equal("b3"))
 
 		By("what a wrote can be deleted only after a holder stamped it with its own permit's token")
 		notes := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a-notes"}}
 		deniedWith(k8sClient.Delete(ctx, notes), "stamp the object with the token of a permit you hold")
-		Expect(writeNamed(ns, "a-notes", b.Token, "closed by b")).To(Succeed())
+		Expect(writeWith(ns, "a-notes", b.Token, "closed by b")).To(Succeed())
 		Expect(k8sClient.Delete(ctx, notes)).To(Succeed())
 	})
 
 	It("admits a just-granted holder even while the webhook's cache lags (Cached)", func() {
 		ns := newNamespace()
-		newSemaphore(ns, "pool", 2, 15)
+		newSemaphore(ns, "pool", 3, 15)
 		steady, err := locker(ns, "pool", "steady").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		other, err := locker(ns, "pool", "other").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "pool", steady.Token, "0"))).To(Succeed())
 
@@ -160,12 +164,13 @@ var _ = Describe("The fence of a semaphore", func() {
 			rounds++
 			g, err := locker(ns, "pool", fmt.Sprintf("round-%d", rounds)).TryAcquire(ctx)
 			Expect(err).NotTo(HaveOccurred())
-			Expect(writeNamed(ns, "ledger", g.Token, fmt.Sprint(rounds))).To(Succeed(), "round %d, token %s", rounds, g.Token)
+			Expect(writeWith(ns, "ledger", g.Token, fmt.Sprint(rounds))).To(Succeed(), "round %d, token %s", rounds, g.Token)
 			Expect(g.Release(ctx)).To(Succeed())
 		}
 		lagged := confirm() - before
 		GinkgoWriter.Printf("%d rounds; %v writes met a lagging cache and were confirmed live\n", rounds, lagged)
 		Expect(lagged).To(BeNumerically(">=", 2), "too few writes met a lagging cache in %d rounds: the case was not exercised", rounds)
-		Expect(writeNamed(ns, "ledger", steady.Token, "steady")).To(Succeed(), "the steady holder, below the object's token")
+		Expect(writeWith(ns, "ledger", steady.Token, "steady")).To(Succeed(), "the steady holder, below the object's token")
+		Expect(writeWith(ns, "ledger", other.Token, "other")).To(Succeed())
 	})
 })
