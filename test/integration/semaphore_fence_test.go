@@ -35,9 +35,9 @@ import (
 	"github.com/fencedlock/fencedlock/pkg/token"
 )
 
-// newSemaphore creates a FencedLock admitting permits holders and waits until it is Ready and its
+// newFencedSemaphore creates a FencedLock admitting permits holders and waits until it is Ready and its
 // Lease is in the semaphore format.
-func newSemaphore(ns, name string, permits, leaseSeconds int32) {
+func newFencedSemaphore(ns, name string, permits, leaseSeconds int32) {
 	fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: leaseSeconds, Permits: permits}}
 	ExpectWithOffset(1, k8sClient.Create(ctx, fl)).To(Succeed())
@@ -67,7 +67,7 @@ func renewUntilPaused(g *lock.Grant) (pause func()) {
 var _ = Describe("The fence of a semaphore", func() {
 	It("admits every held permit in any order, and refuses revoked, ended and never-issued tokens", func() {
 		ns := newNamespace()
-		newSemaphore(ns, "pool", 2, 2)
+		newFencedSemaphore(ns, "pool", 2, 2)
 
 		By("two holders take the two permits")
 		a, err := locker(ns, "pool", "worker-a").TryAcquire(ctx)
@@ -143,7 +143,7 @@ var _ = Describe("The fence of a semaphore", func() {
 
 	It("admits a just-granted holder even while the webhook's cache lags (Cached)", func() {
 		ns := newNamespace()
-		newSemaphore(ns, "pool", 3, 15)
+		newFencedSemaphore(ns, "pool", 3, 15)
 		steady, err := locker(ns, "pool", "steady").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		other, err := locker(ns, "pool", "other").TryAcquire(ctx)
