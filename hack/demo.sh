@@ -95,6 +95,27 @@ set +e
 kubectl -n $NS patch configmap ledger --type merge -p '{"data":{"balance":"777"}}' 2>&1 | sed 's/^/  /'
 set -e
 
+say "Act 3: a semaphore of two permits (config/samples/locks_v1alpha1_semaphore.yaml): three workers, two at a time"
+kubectl -n $NS apply -f config/samples/locks_v1alpha1_semaphore.yaml >/dev/null
+kubectl -n $NS wait --for=condition=Ready flock/reindex --timeout=60s >/dev/null
+permit_worker() { # identity: holds a permit of "reindex" for 2s and writes the fenced ConfigMap "reindex"
+  exec bin/ledger-worker --kubeconfig "$KUBECONFIG" --namespace $NS --lock reindex --configmap reindex \
+    --identity "$1" --work 2s --entry "reindexed by $1"
+}
+(permit_worker reindexer-1 > "$CLUSTER_DIR/reindexer-1.out" 2>&1) &
+R1=$!
+(permit_worker reindexer-2 > "$CLUSTER_DIR/reindexer-2.out" 2>&1) &
+R2=$!
+until grep -q "acquired lock" "$CLUSTER_DIR/reindexer-1.out" 2>/dev/null &&
+  grep -q "acquired lock" "$CLUSTER_DIR/reindexer-2.out" 2>/dev/null; do sleep 0.05; done
+(permit_worker reindexer-3 > "$CLUSTER_DIR/reindexer-3.out" 2>&1) &
+R3=$!
+until grep -q "waiting" "$CLUSTER_DIR/reindexer-3.out" 2>/dev/null; do sleep 0.05; done
+kubectl -n $NS get flock reindex
+wait $R1 $R2 $R3
+cat "$CLUSTER_DIR"/reindexer-*.out | sort | grep -E "acquired|waiting"
+note "each permit's grant got its own token, above every token the semaphore issued before"
+
 say "Events of the lock:"
 kubectl -n $NS get events --field-selector involvedObject.kind=FencedLock --sort-by=.metadata.creationTimestamp \
   -o custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message
@@ -105,6 +126,7 @@ Done in ${SECONDS}s. The control plane and the manager keep running; explore wit
   export KUBECONFIG=$KUBECONFIG PATH=$BIN:$ROOT/bin:\$PATH
   kubectl -n $NS get flock                       # holder, token, renewed, waiting
   kubectl -n $NS describe flock ledger           # conditions and events
+  kubectl -n $NS get flock reindex -o yaml       # a semaphore: status.holders, one token per permit
   kubectl -n $NS get lease ledger -o yaml        # the Lease behind the lock (token annotation)
   kubectl -n $NS get events
   kubectl fencedlock -n $NS get -o wide          # the kubectl plugin (bin/kubectl-fencedlock)

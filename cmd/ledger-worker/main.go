@@ -131,7 +131,10 @@ func run(ctx context.Context, c config) int {
 		say(who, "was granted lock %s/%s: FENCING_TOKEN=%s (from %s)", c.namespace, c.lockName, tok, tokenSources(c))
 	default:
 		opts := []lock.Option{lock.WithWaitCallback(func(st lease.State) {
-			if st.Held() {
+			switch {
+			case st.Semaphore && st.Full():
+				say(who, "waiting: all %d permits of %s are held (by %s)", st.Limit, c.lockName, strings.Join(st.Holders(), ", "))
+			case st.Held() && !st.Semaphore:
 				say(who, "waiting: lock %s is held by %s (token %s)", c.lockName, st.Holder, st.Token)
 			}
 		})}
@@ -145,7 +148,8 @@ func run(ctx context.Context, c config) int {
 			return exitError
 		}
 		tok = grant.Token
-		say(who, "acquired lock %s/%s with token %s (lease %s)", c.namespace, c.lockName, tok, grant.Duration())
+		say(who, "acquired lock %s/%s with token %s (lease %s, permit %d)", c.namespace, c.lockName, tok, grant.Duration(),
+			grant.Permit())
 		grant.KeepAlive(ctx, 0)
 	}
 	if c.work > 0 {

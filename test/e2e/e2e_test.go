@@ -68,25 +68,37 @@ func forThisNode(spec *corev1.PodSpec) {
 // installSamples creates the sample lock (with leaseSeconds) and the sample Job's RBAC in ns, and
 // returns the sample Job adapted to this node.
 func installSamples(ns string, leaseSeconds int32) *batchv1.Job {
+	return installSample(ns, "locks_v1alpha1_fencedlock.yaml", "job_ledger.yaml", leaseSeconds)
+}
+
+// installSample creates the FencedLock of lockFile (with leaseSeconds) and the objects of jobFile
+// but its Job, with the RBAC of job_ledger.yaml (the ServiceAccount every sample Job runs as), in
+// ns, waits for the lock to be Ready and returns the Job adapted to this node.
+func installSample(ns, lockFile, jobFile string, leaseSeconds int32) *batchv1.Job {
 	fl := &locksv1alpha1.FencedLock{}
-	Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(samples("locks_v1alpha1_fencedlock.yaml")[0].Object, fl)).To(Succeed())
+	Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(samples(lockFile)[0].Object, fl)).To(Succeed())
 	fl.Namespace, fl.Spec.LeaseDurationSeconds = ns, leaseSeconds
 	Expect(k8sClient.Create(ctx, fl)).To(Succeed())
 	var job *batchv1.Job
-	for _, obj := range samples("job_ledger.yaml") {
-		obj.SetNamespace(ns)
-		if obj.GetKind() == "Job" {
-			job = &batchv1.Job{}
-			Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, job)).To(Succeed())
-			continue
+	for _, file := range slices.Compact([]string{"job_ledger.yaml", jobFile}) {
+		for _, obj := range samples(file) {
+			obj.SetNamespace(ns)
+			switch obj.GetKind() {
+			case "Job":
+				if file == jobFile {
+					job = &batchv1.Job{}
+					Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, job)).To(Succeed())
+				}
+				continue
+			case "RoleBinding":
+				subjects, _, _ := unstructured.NestedSlice(obj.Object, "subjects")
+				subjects[0].(map[string]any)["namespace"] = ns
+				Expect(unstructured.SetNestedSlice(obj.Object, subjects, "subjects")).To(Succeed())
+			}
+			Expect(k8sClient.Create(ctx, obj)).To(Succeed())
 		}
-		if obj.GetKind() == "RoleBinding" {
-			subjects, _, _ := unstructured.NestedSlice(obj.Object, "subjects")
-			subjects[0].(map[string]any)["namespace"] = ns
-			Expect(unstructured.SetNestedSlice(obj.Object, subjects, "subjects")).To(Succeed())
-		}
-		Expect(k8sClient.Create(ctx, obj)).To(Succeed())
 	}
+	Expect(job).NotTo(BeNil(), "no Job in %s", jobFile)
 	forThisNode(&job.Spec.Template.Spec)
 	Eventually(func() bool {
 		_ = k8sClient.Get(ctx, client.ObjectKeyFromObject(fl), fl)
