@@ -24,10 +24,31 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/pkg/token"
 )
+
+// newSemaphore creates a FencedLock with spec.permits and waits until the manager has written
+// its Lease in the semaphore format (lease.SetPermits).
+func newSemaphore(ns, name string, permits, leaseSeconds int32) {
+	fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: leaseSeconds, Permits: permits}}
+	ExpectWithOffset(1, k8sClient.Create(ctx, fl)).To(Succeed())
+	EventuallyWithOffset(1, func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(fl), fl)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(fl.Status.Conditions, locksv1alpha1.ConditionReady)).To(BeTrue())
+		st, err := lease.Read(getLease(ns, name))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(st.Semaphore).To(BeTrue(), "the manager writes spec.permits to the Lease")
+		g.Expect(st.Limit).To(Equal(int(permits)))
+	}, 20*time.Second, 20*time.Millisecond).Should(Succeed())
+}
 
 var _ = Describe("Semaphore, Go client", func() {
 	It("holds two permits at once with fresh tokens; a third queues and is handed the freed permit in the release", func() {
