@@ -83,7 +83,7 @@ type State struct {
 }
 
 // Held reports whether someone holds the lock (a permit of it).
-func (s State) Held() bool { return len(s.Permits) > 0 }
+func (s State) Held() bool { return len(s.held()) > 0 }
 
 // Initialized reports whether the Lease carries a token, i.e. the controller has stamped it.
 func (s State) Initialized() bool { return !s.Token.IsZero() }

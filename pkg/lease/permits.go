@@ -57,9 +57,19 @@ type Permit struct {
 	RenewTime   *metav1.MicroTime
 }
 
+// held returns the permits held: s.Permits, or for a lock's State built by hand with a Holder
+// only (not by Read), its holder as permit 1.
+func (s State) held() []Permit {
+	if len(s.Permits) == 0 && s.Holder != "" && !s.Semaphore {
+		return []Permit{{Number: 1, Holder: s.Holder, Token: s.Token, Ticket: s.Served, AcquireTime: s.AcquireTime,
+			RenewTime: s.RenewTime}}
+	}
+	return s.Permits
+}
+
 // Permit returns the permit holder holds with tok.
 func (s State) Permit(holder string, tok token.Token) (Permit, bool) {
-	for _, p := range s.Permits {
+	for _, p := range s.held() {
 		if p.Holder == holder && p.Token == tok {
 			return p, true
 		}
@@ -70,7 +80,7 @@ func (s State) Permit(holder string, tok token.Token) (Permit, bool) {
 // HolderOf returns the permit held by holder, if any: one identity holds at most one permit of a
 // lock.
 func (s State) HolderOf(holder string) (Permit, bool) {
-	for _, p := range s.Permits {
+	for _, p := range s.held() {
 		if p.Holder == holder {
 			return p, true
 		}
@@ -80,12 +90,13 @@ func (s State) HolderOf(holder string) (Permit, bool) {
 
 // Full reports whether the lock admits no further holder now: as many permits are held as it
 // admits (or more, after spec.permits was lowered).
-func (s State) Full() bool { return len(s.Permits) >= s.Limit }
+func (s State) Full() bool { return len(s.held()) >= max(s.Limit, 1) }
 
 // Holders returns the holders' identities in permit order.
 func (s State) Holders() []string {
-	h := make([]string, len(s.Permits))
-	for i, p := range s.Permits {
+	held := s.held()
+	h := make([]string, len(held))
+	for i, p := range held {
 		h[i] = p.Holder
 	}
 	return h
