@@ -111,13 +111,15 @@ var _ = Describe("Semaphore, Go client", func() {
 
 	It("serves its queue in FIFO order across permits", func() {
 		ns := newNamespace()
-		newSemaphore(ns, "fifo", 2, 15)
+		newSemaphore(ns, "fifo", 3, 15)
 		h1, err := locker(ns, "fifo", "h1").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		h2, err := locker(ns, "fifo", "h2").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		var order []string
-		var gots []<-chan *lock.Grant
+		h3, err := locker(ns, "fifo", "h3").TryAcquire(ctx) // holds permit 3 throughout
+		Expect(err).NotTo(HaveOccurred())
+		order := make([]string, 0, 3)
+		gots := make([]<-chan *lock.Grant, 0, 3)
 		for _, id := range []string{"w1", "w2", "w3"} {
 			got, _ := acquireAsync(ctx, locker(ns, "fifo", id))
 			gots = append(gots, got)
@@ -139,12 +141,13 @@ var _ = Describe("Semaphore, Go client", func() {
 		Expect(w1.Release(ctx)).To(Succeed())
 		Eventually(gots[2], 10*time.Second).Should(Receive(&w3))
 		Expect(w3.Permit()).To(Equal(2))
-		tokens := []token.Token{h1.Token, h2.Token, w1.Token, w2.Token, w3.Token}
+		tokens := []token.Token{h1.Token, h2.Token, h3.Token, w1.Token, w2.Token, w3.Token}
 		for i := 1; i < len(tokens); i++ {
 			Expect(tokens[i]).To(BeNumerically(">", tokens[i-1]), "grants in queue order, each token above the last: %v", tokens)
 		}
 		Expect(w2.Release(ctx)).To(Succeed())
 		Expect(w3.Release(ctx)).To(Succeed())
+		Expect(h3.Release(ctx)).To(Succeed())
 	})
 
 	It("revokes a permit whose holder stops renewing: its KeepAlive sees the loss, the other permit is kept", func() {
