@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
@@ -172,5 +173,45 @@ var _ = Describe("The fence of a semaphore", func() {
 		Expect(lagged).To(BeNumerically(">=", 2), "too few writes met a lagging cache in %d rounds: the case was not exercised", rounds)
 		Expect(writeWith(ns, "ledger", steady.Token, "steady")).To(Succeed(), "the steady holder, below the object's token")
 		Expect(writeWith(ns, "ledger", other.Token, "other")).To(Succeed())
+	})
+
+	It("binds each permit's token to its holder's principal when holderBinding is on", func() {
+		ns := newNamespace()
+		newFencedSemaphore(ns, "pool", 2, 15)
+		setFence(ns, "pool", `{"holderBinding":true}`)
+		alice, err := locker(ns, "pool", "alice/laptop-1").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		bob, err := locker(ns, "pool", "bob/laptop-1").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		as := func(user string) client.Client {
+			c := rest.CopyConfig(cfg)
+			c.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters"}}
+			cl, err := client.New(c, client.Options{Scheme: k8sClient.Scheme()})
+			Expect(err).NotTo(HaveOccurred())
+			return cl
+		}
+		write := func(user string, tok token.Token, data string) error {
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}},"data":{"balance":%q}}`, locksv1alpha1.TokenAnnotation, tok, data)
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ledger"}}
+			return as(user).Patch(ctx, cm, client.RawPatch("application/merge-patch+json", []byte(patch)))
+		}
+
+		By("bob presents alice's token: refused once the fence sees holderBinding")
+		Eventually(func() error {
+			return as("bob").Create(ctx, fencedConfigMap(ns, "ledger", "pool", alice.Token, "bob with alice's token"))
+		}).Should(MatchError(ContainSubstring(fmt.Sprintf(
+			"requires writes by the holder of the permit with token %s, alice/laptop-1", alice.Token))))
+
+		By("each holder writes with its own token, in either order")
+		Expect(as("alice").Create(ctx, fencedConfigMap(ns, "ledger", "pool", alice.Token, "alice"))).To(Succeed())
+		Expect(write("bob", bob.Token, "bob")).To(Succeed())
+		Expect(write("alice", alice.Token, "alice again")).To(Succeed())
+		deniedWith(write("alice", bob.Token, "alice with bob's token"), "a token copied to another principal cannot be used")
+
+		By("only the holder of the permit that wrote the object last deletes it; another stamps it first")
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ledger"}}
+		deniedWith(as("bob").Delete(ctx, cm), "alice/laptop-1")
+		Expect(write("bob", bob.Token, "closed by bob")).To(Succeed())
+		Expect(as("bob").Delete(ctx, cm)).To(Succeed())
 	})
 })
