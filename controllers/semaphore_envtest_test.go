@@ -86,7 +86,8 @@ var _ = Describe("Semaphores", func() {
 		st := leaseState(ns, "pool")
 		Expect(st.Semaphore).To(BeTrue())
 		Expect(st.Holders()).To(HaveLen(3))
-		p, ok := st.HolderOf(getLock(fl).Status.Holders[0].Identity)
+		a := getPod(ns, "a")
+		p, ok := st.HolderOf(locksv1alpha1.PodHolderIdentity(a.Name, string(a.UID)))
 		Expect(ok).To(BeTrue())
 		Expect(p.Token).To(Equal(ta), "a keeps its grant and token across the change of format")
 
@@ -131,5 +132,34 @@ var _ = Describe("Semaphores", func() {
 		Expect(paused.Renew(ctx)).To(HaveOccurred(), "the revoked holder learns it lost its permit")
 		Eventually(func() []string { return events(ns, "pool") }).Should(ContainElement(
 			ContainSubstring("Grant of paused (token " + paused.Token.String() + ") was not renewed")))
+	})
+
+	It("lets pods name a semaphore among several locks: all or nothing, in the global order", func() {
+		ns := newNamespace()
+		newLock(ns, "pool", func(fl *locksv1alpha1.FencedLock) { fl.Spec.Permits = 2; longLease(fl) })
+		newLock(ns, "zledger", longLease)
+		m1 := newMultiLockPod(ns, "m1", "zledger,pool") // the order of the annotation does not matter
+		Eventually(func() bool { return locksv1alpha1.HasLockGate(getPod(ns, "m1")) }).Should(BeFalse())
+		Expect(lockTokens(getPod(ns, "m1"))).To(HaveKey("pool"))
+		Expect(lockTokens(getPod(ns, "m1"))).To(HaveKey("zledger"))
+
+		m2 := newMultiLockPod(ns, "m2", "pool,zledger")
+		m2id := locksv1alpha1.PodHolderIdentity(m2.Name, string(m2.UID))
+		Eventually(func() bool { _, ok := leaseState(ns, "pool").HolderOf(m2id); return ok }).Should(BeTrue(),
+			"m2 takes the second permit of pool, the first of its locks in the order")
+		newPod(ns, "s", "pool") // pool is full now: s waits
+		Consistently(func(g Gomega) {
+			g.Expect(locksv1alpha1.HasLockGate(getPod(ns, "m2"))).To(BeTrue(), "m2 waits for zledger")
+			g.Expect(lockTokens(getPod(ns, "m2"))).To(BeEmpty(), "no token before it holds all its locks")
+			g.Expect(locksv1alpha1.HasLockGate(getPod(ns, "s"))).To(BeTrue(), "s waits for a permit")
+		}, "500ms").Should(Succeed())
+
+		setPodStatus(ns, m1.Name, corev1.PodSucceeded, false)
+		Eventually(func() bool { return locksv1alpha1.HasLockGate(getPod(ns, "m2")) }).Should(BeFalse(),
+			"m1's end frees zledger: m2 holds both")
+		Expect(lockTokens(getPod(ns, "m2"))).To(HaveLen(2))
+		ts := granted(ns, "s") // and the permit m1 held goes to s
+		Expect(ts.String()).To(Equal(leaseState(ns, "pool").Token.String()), "s got the last permit granted")
+		Expect(leaseState(ns, "pool").Holders()).To(ConsistOf(m2id, HavePrefix("pod/s/")))
 	})
 })

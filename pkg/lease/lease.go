@@ -177,6 +177,9 @@ type LostError struct {
 	NowHolder string      // the Lease's holder now, empty if free
 	NowToken  token.Token // the Lease's token now
 	Revoked   bool        // the controller revoked the caller's grant because it expired
+	// Semaphore: the grant was a permit of a semaphore, whose NowToken is the last token issued on
+	// any permit (and NowHolder empty).
+	Semaphore bool
 }
 
 func (e *LostError) Error() string {
@@ -184,6 +187,8 @@ func (e *LostError) Error() string {
 	switch {
 	case e.Revoked:
 		why = "revoked by the controller because it expired"
+	case e.Semaphore:
+		why = fmt.Sprintf("the permit was released or revoked (the semaphore's last token is %s)", e.NowToken)
 	case e.NowToken != e.Token:
 		why = fmt.Sprintf("superseded by token %s", e.NowToken)
 	}

@@ -41,7 +41,7 @@ import (
 // work on State.Permits and write the format the Lease is in.
 
 // MaxPermits is the most holders one lock admits at once (spec.permits).
-const MaxPermits = 1000
+const MaxPermits = 100
 
 // Permit is one held permit.
 type Permit struct {

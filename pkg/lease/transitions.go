@@ -168,7 +168,7 @@ func checkHolder(s State, holder string, tok token.Token) (Permit, error) {
 		return p, nil
 	}
 	return Permit{}, &LostError{Holder: holder, Token: tok, NowHolder: s.Holder, NowToken: s.Token,
-		Revoked: s.RevokedToken == tok}
+		Revoked: s.RevokedToken == tok, Semaphore: s.Semaphore}
 }
 
 // Renew records a renewal by holder; the token never changes. A renewal is a change of the
