@@ -162,27 +162,12 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 		return time.Time{}, err
 	}
 	view := newLeaseView(ctx, r.Client, fl.Namespace, fl.Name, st)
-	holders := make(map[int]*corev1.Pod, len(st.Permits))
-	progressOf := make(map[int]progress, len(st.Permits))
-	ready := func(p lease.Permit) *bool {
-		pod := holders[p.Number]
-		if pod == nil {
-			return nil
-		}
-		// A pod still gated while it waits for its other locks cannot be Ready: its not-Ready
-		// clock starts once it is ungated.
-		return new(podReady(pod) || (locksv1alpha1.HasLockGate(pod) && progressOf[p.Number].lacks != ""))
-	}
-	for _, p := range st.Permits {
-		if pod := findHolder(pods, p.Holder); pod != nil {
-			holders[p.Number], progressOf[p.Number] = pod, view.progress(pod, fl.Name)
-		}
-	}
+	holders := findHolders(pods, st, view, fl.Name)
 	qp, wait, qerr := r.syncQueue(ctx, &fl, st, pods, view.holds, now)
 	if wait {
 		return time.Time{}, nil // the queue write's event brings the next reconcile
 	}
-	obs, prev := r.observer.observe(key, st, ready, now)
+	obs, prev := r.observer.observe(key, st, holders.ready, now)
 	var headPod *corev1.Pod
 	var headProgress progress
 	if len(qp.waiting) > 0 {
@@ -197,8 +182,8 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 	}
 	grants := make([]planInput, len(st.Permits))
 	for i, p := range st.Permits {
-		grants[i] = planInput{st: st.OfPermit(p), obs: obs[p.Number], holderPod: holders[p.Number],
-			holderProgress: progressOf[p.Number], waiting: qp.waiting, headPod: headPod, headProgress: headProgress,
+		grants[i] = planInput{st: st.OfPermit(p), obs: obs[p.Number], holderPod: holders.pods[p.Number],
+			holderProgress: holders.progress[p.Number], waiting: qp.waiting, headPod: headPod, headProgress: headProgress,
 			maxHold: maxHold(&fl), now: now}
 	}
 	room := st.OfPermit(lease.Permit{})
@@ -219,19 +204,8 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 	if qerr != nil {
 		return p.deadline, qerr
 	}
-	for _, u := range p.ungates {
-		if r.observer.wasUngated(key, u.ungate.UID) { // granted, but not patched (e.g. a crash in between)
-			continue
-		}
-		ok, err := r.ungate(ctx, &fl, u.ungate, u.grant.Token, u.grant.Permits[0].Number, u.ungateTokens)
-		if err != nil {
-			return p.deadline, err
-		}
-		if !ok {
-			// The cache still shows a pod the API server has replaced. Look again soon; once the
-			// cache catches up, the grant is released.
-			p.deadline = earliest(p.deadline, now.Add(replacedPodRetry))
-		}
+	if p.deadline, err = r.ungateHolders(ctx, &fl, p, now); err != nil {
+		return p.deadline, err
 	}
 
 	r.announceWaiters(&fl, qp)
@@ -247,6 +221,28 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 		}
 	}
 	return wake, nil
+}
+
+// ungateHolders ungates the holder pods of p still behind the gate (granted, but not patched:
+// e.g. a crash in between) and returns p's deadline, moved earlier when the cache still shows a
+// pod the API server has replaced.
+func (r *FencedLockReconciler) ungateHolders(ctx context.Context, fl *locksv1alpha1.FencedLock, p plan,
+	now time.Time) (time.Time, error) {
+	deadline := p.deadline
+	for _, u := range p.ungates {
+		if r.observer.wasUngated(client.ObjectKeyFromObject(fl), u.ungate.UID) {
+			continue
+		}
+		ok, err := r.ungate(ctx, fl, u.ungate, u.grant.Token, u.grant.Permits[0].Number, u.ungateTokens)
+		if err != nil {
+			return deadline, err
+		}
+		if !ok {
+			// Look again soon; once the cache catches up, the grant is released.
+			deadline = earliest(deadline, now.Add(replacedPodRetry))
+		}
+	}
+	return deadline, nil
 }
 
 // replacedPodRetry is how soon a lock whose holder pod was replaced behind the cache's back is

@@ -100,6 +100,36 @@ func holdsPermit(st lease.State, pod *corev1.Pod) bool {
 	return ok
 }
 
+// permitPods are the holder pods of a lock's permits that exist, by permit number, and how far
+// each is through its other locks.
+type permitPods struct {
+	pods     map[int]*corev1.Pod
+	progress map[int]progress
+}
+
+// findHolders finds the pods among pods that hold a permit of the lock (st), with their progress
+// through their other locks (view).
+func findHolders(pods []corev1.Pod, st lease.State, view *leaseView, lock string) permitPods {
+	h := permitPods{pods: map[int]*corev1.Pod{}, progress: map[int]progress{}}
+	for _, p := range st.Permits {
+		if pod := findHolder(pods, p.Holder); pod != nil {
+			h.pods[p.Number], h.progress[p.Number] = pod, view.progress(pod, lock)
+		}
+	}
+	return h
+}
+
+// ready says whether the pod holding permit p is Ready, nil if no pod of the lock holds it. A pod
+// still gated while it waits for its other locks cannot be Ready: its not-Ready clock starts once
+// it is ungated.
+func (h permitPods) ready(p lease.Permit) *bool {
+	pod := h.pods[p.Number]
+	if pod == nil {
+		return nil
+	}
+	return new(podReady(pod) || (locksv1alpha1.HasLockGate(pod) && h.progress[p.Number].lacks != ""))
+}
+
 // findHolder returns the pod holding the lock, or nil if the holder is not one of pods.
 func findHolder(pods []corev1.Pod, holder string) *corev1.Pod {
 	if !isPodHolder(holder) {

@@ -57,7 +57,7 @@ func TestComputeTransition(t *testing.T) {
 		{"semaphore: one permit released, another granted", prevSem, sem, 1, 1, []string{"a"}, []string{"c"}},
 	}
 	idents := func(hs []locksv1alpha1.Holder) []string {
-		var s []string
+		s := make([]string, 0, len(hs))
 		for _, h := range hs {
 			s = append(s, h.Identity)
 		}

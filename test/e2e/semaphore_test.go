@@ -72,8 +72,9 @@ var _ = Describe("A semaphore's Job on a real node", func() {
 			permit string
 			at     time.Time
 		}
-		var grants []permitGrant
-		for _, p := range jobPods(ns, "reindex") {
+		pods := jobPods(ns, "reindex")
+		grants := make([]permitGrant, 0, len(pods))
+		for _, p := range pods {
 			out := logs(ns, p.Name)
 			m := permitGrantLine.FindStringSubmatch(out)
 			Expect(m).NotTo(BeNil(), "pod %s logs:\n%s", p.Name, out)
