@@ -301,7 +301,7 @@ func judge(req Request, lk Lock, presented, recorded token.Token) *Decision {
 // deleteRemedy is what a refused DELETE must do: only a holder of the lock may delete.
 const deleteRemedy = "stamp the object with the current token (a fenced update, as the lock's holder), then delete it"
 
-// judgePermit applies the semaphore's rule (docs/design-semaphore-fence.md): the presented token
+// judgePermit applies the semaphore's rule (docs/design.md, the fence of a semaphore): the presented token
 // must be the token of a permit held now. Its holders write the same objects in any order, so the
 // object's record does not bound the token as it does for a lock; instead a held token below the
 // record is confirmed live, because only a view at least as new as the write that recorded it can
