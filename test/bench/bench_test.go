@@ -123,6 +123,7 @@ func TestBench(t *testing.T) {
 		{"pods", func() { b.podHandover(floor) }},
 		{"scale", b.scale},
 		{"drain", b.drain},
+		{"semaphore", b.semaphore},
 	} {
 		if only == "" || strings.Contains(only, sec.name) {
 			sec.run()
