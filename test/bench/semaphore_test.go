@@ -184,46 +184,73 @@ func checkGrants(grants []semGrant, versions []leaseVersion) semCheck {
 	return c
 }
 
-// writeCounter wraps a Leases client and counts the updates the clients send, apart for the lock
-// Lease and the queue Lease, and those refused as conflicts.
+// writeCounter counts the Lease updates the clients send, by the call that sends them (Acquire or
+// Release), by Lease (the lock's or its queue's), and those refused as conflicts.
 type writeCounter struct {
-	coordinationv1client.LeasesGetter
-	lock, queue, lockConflicts, queueConflicts atomic.Int64
+	n [2][2][2]atomic.Int64 // [in Release][queue Lease][0: all, 1: conflicts]
 }
 
-func (c *writeCounter) Leases(ns string) coordinationv1client.LeaseInterface {
-	return writeCounting{c.LeasesGetter.Leases(ns), c}
+type writeCounts [2][2][2]int64
+
+func (c *writeCounter) load() (out writeCounts) {
+	for r := range 2 {
+		for q := range 2 {
+			for k := range 2 {
+				out[r][q][k] = c.n[r][q][k].Load()
+			}
+		}
+	}
+	return out
+}
+
+func (w writeCounts) minus(v writeCounts) (out writeCounts) {
+	for r := range 2 {
+		for q := range 2 {
+			for k := range 2 {
+				out[r][q][k] = w[r][q][k] - v[r][q][k]
+			}
+		}
+	}
+	return out
+}
+
+// clientLeases is one client's Leases client: it knows whether its client is in Release.
+type clientLeases struct {
+	coordinationv1client.LeasesGetter
+	c         *writeCounter
+	releasing atomic.Bool
+}
+
+func (cl *clientLeases) Leases(ns string) coordinationv1client.LeaseInterface {
+	return writeCounting{cl.LeasesGetter.Leases(ns), cl}
 }
 
 type writeCounting struct {
 	coordinationv1client.LeaseInterface
-	c *writeCounter
+	cl *clientLeases
 }
 
 func (l writeCounting) Update(ctx context.Context, le *coordinationv1.Lease, o metav1.UpdateOptions) (*coordinationv1.Lease, error) {
 	out, err := l.LeaseInterface.Update(ctx, le, o)
-	queue := strings.HasPrefix(le.Name, "fencedlock-queue-")
-	switch {
-	case queue:
-		l.c.queue.Add(1)
-	default:
-		l.c.lock.Add(1)
+	r, q := 0, 0
+	if l.cl.releasing.Load() {
+		r = 1
 	}
+	if strings.HasPrefix(le.Name, "fencedlock-queue-") {
+		q = 1
+	}
+	l.cl.c.n[r][q][0].Add(1)
 	if apierrors.IsConflict(err) {
-		if queue {
-			l.c.queueConflicts.Add(1)
-		} else {
-			l.c.lockConflicts.Add(1)
-		}
+		l.cl.c.n[r][q][1].Add(1)
 	}
 	return out, err
 }
 
 type semResult struct {
-	rate, writes, conflicts, reads float64 // grants/s; Lease writes, 409s and Lease reads per grant (API server)
-	lockW, queueW, lockC, queueC   float64 // per grant, as the clients sent them
-	grants                         int64   // in the measured window
-	acquire, release               stats   // the calls' durations, whole run
+	rate, writes, conflicts, reads float64     // grants/s; Lease writes, 409s and Lease reads per grant (API server)
+	clientW                        writeCounts // in the measured window, as the clients sent them
+	grants                         int64       // in the measured window
+	acquire, release               stats       // the calls' durations, whole run
 	check                          semCheck
 }
 
@@ -259,12 +286,13 @@ func (b *bench) semRun(name string, clients, limit int, warm, dur time.Duration)
 
 	ctx, cancel := context.WithTimeout(b.ctx, warm+dur)
 	defer cancel()
-	wc := &writeCounter{LeasesGetter: b.cs.CoordinationV1()}
+	wc := &writeCounter{}
 	var mu sync.Mutex
 	var grants []semGrant
 	var wg sync.WaitGroup
 	for c := range clients {
-		l := lock.New(wc, b.ns, name, lock.WithIdentity(fmt.Sprintf("s%d", c)))
+		cl := &clientLeases{LeasesGetter: b.cs.CoordinationV1(), c: wc}
+		l := lock.New(cl, b.ns, name, lock.WithIdentity(fmt.Sprintf("s%d", c)))
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				called := time.Now()
@@ -274,7 +302,10 @@ func (b *bench) semRun(name string, clients, limit int, warm, dur time.Duration)
 				}
 				got := time.Now()
 				releasing := time.Now()
-				if err := g.Release(context.Background()); err != nil {
+				cl.releasing.Store(true)
+				err = g.Release(context.Background())
+				cl.releasing.Store(false)
+				if err != nil {
 					b.t.Error(err)
 					return
 				}
@@ -292,10 +323,10 @@ func (b *bench) semRun(name string, clients, limit int, warm, dur time.Duration)
 		return int64(len(grants))
 	}
 	api0, n0, t0 := b.apiMetrics(), count(), time.Now()
-	lw0, qw0, lc0, qc0 := wc.lock.Load(), wc.queue.Load(), wc.lockConflicts.Load(), wc.queueConflicts.Load()
+	w0 := wc.load()
 	time.Sleep(dur - 100*time.Millisecond) // measure before the clients give up at the deadline
 	api1, n1, elapsed := b.apiMetrics(), count(), time.Since(t0)
-	lw1, qw1, lc1, qc1 := wc.lock.Load(), wc.queue.Load(), wc.lockConflicts.Load(), wc.queueConflicts.Load()
+	w1 := wc.load()
 	wg.Wait()
 	time.Sleep(200 * time.Millisecond) // the last releases reach the watch
 	w.Stop()
@@ -303,15 +334,14 @@ func (b *bench) semRun(name string, clients, limit int, warm, dur time.Duration)
 
 	total := n1 - n0
 	n := float64(max(total, 1))
-	per := func(x int64) float64 { return float64(x) / n }
 	return semResult{rate: float64(total) / elapsed.Seconds(), grants: total,
 		writes:    (requestCount(api1, "leases", "", "PUT", "POST", "PATCH") - requestCount(api0, "leases", "", "PUT", "POST", "PATCH")) / n,
 		reads:     (requestCount(api1, "leases", "", "GET", "LIST") - requestCount(api0, "leases", "", "GET", "LIST")) / n,
 		conflicts: (conflictCount(api1) - conflictCount(api0)) / n,
-		lockW:     per(lw1 - lw0), queueW: per(qw1 - qw0), lockC: per(lc1 - lc0), queueC: per(qc1 - qc0),
-		acquire: summarize(durations(grants, func(g semGrant) time.Duration { return g.got.Sub(g.called) })),
-		release: summarize(durations(grants, func(g semGrant) time.Duration { return g.released.Sub(g.releasing) })),
-		check:   checkGrants(grants, versions)}
+		clientW:   w1.minus(w0),
+		acquire:   summarize(durations(grants, func(g semGrant) time.Duration { return g.got.Sub(g.called) })),
+		release:   summarize(durations(grants, func(g semGrant) time.Duration { return g.released.Sub(g.releasing) })),
+		check:     checkGrants(grants, versions)}
 }
 
 func durations(grants []semGrant, f func(semGrant) time.Duration) []time.Duration {
@@ -360,8 +390,14 @@ func (b *bench) semCycles() {
 			ratio, ">= 80% (fsyncing etcd)", ok)
 		b.rep.add(fmt.Sprintf("7. API requests per grant, %s, %d clients", x.what, clients),
 			fmt.Sprintf("%.2f Lease writes (%.2f of them conflicts), %.2f Lease reads", x.r.writes, x.r.conflicts, x.r.reads),
-			fmt.Sprintf("clients: lock Lease %.2f (%.2f 409), queue Lease %.2f (%.2f 409)", x.r.lockW, x.r.lockC, x.r.queueW, x.r.queueC),
-			"<= 2 writes", &okW)
+			"", "<= 2 writes", &okW)
+		// Which calls send the writes, and which collide.
+		w, g := x.r.clientW, float64(max(x.r.grants, 1))
+		f := func(r, q int) string {
+			return fmt.Sprintf("%.2f (%.2f 409)", float64(w[r][q][0])/g, float64(w[r][q][1])/g)
+		}
+		b.rep.add(fmt.Sprintf("7. client Lease writes per grant, %s: Acquire / Release", x.what),
+			fmt.Sprintf("lock Lease %s / %s", f(0, 0), f(1, 0)), fmt.Sprintf("queue Lease %s / %s", f(0, 1), f(1, 1)), "", nil)
 		b.rep.add(fmt.Sprintf("7. where a cycle's time goes, %s: Acquire / Release calls", x.what),
 			fmt.Sprintf("p50 %s / %s", ms(x.r.acquire.p50), ms(x.r.release.p50)),
 			fmt.Sprintf("p99 %s / %s", ms(x.r.acquire.p99), ms(x.r.release.p99)), "", nil)
