@@ -63,6 +63,8 @@ type FencedLockReconciler struct {
 
 	observer *observer
 	waiters  *waiterLog
+	// retries is the controller's rate limiter, through which a failed reconcile keeps its deadline.
+	retries *retryLimiter
 }
 
 // EventReporter is the name the reconciler's events are reported under; pass it to the
@@ -84,6 +86,7 @@ func NewFencedLockReconciler(c client.Client, apiReader client.Reader, recorder 
 		limiter:                 newEventLimiter(DefaultEventBurst, DefaultEventInterval),
 		observer:                newObserver(),
 		waiters:                 newWaiterLog(),
+		retries:                 newRetryLimiter(),
 	}
 	for _, o := range opts {
 		o(r)
@@ -104,19 +107,21 @@ func (r *FencedLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	now := r.clock.Now()
 	wake, err := r.reconcile(ctx, req.NamespacedName, now)
 	if err != nil && !wake.IsZero() {
-		// controller-runtime ignores the Result of a failed reconcile: returning err would trade
-		// the grant's deadline for its backoff (minutes, growing). Retry with a backoff of our
-		// own, never later than the deadline.
+		// controller-runtime ignores the Result of a failed reconcile: its backoff (minutes,
+		// growing) would trade the grant's deadline away. Retry with a backoff of our own, never
+		// later than the deadline, through the controller's rate limiter (see retryLimiter).
 		retry := now.Add(r.observer.failed(req.NamespacedName))
 		if wake.After(now) && wake.Before(retry) {
 			retry = wake
 		}
-		logf.FromContext(ctx).Error(err, "Reconcile failed; retrying by the grant's deadline",
+		r.retries.retryIn(req, retry.Sub(now))
+		logf.FromContext(ctx).Info("Reconcile failed; retrying by the grant's deadline",
 			"retryAfter", retry.Sub(now).String(), "deadline", wake)
-		return ctrl.Result{RequeueAfter: retry.Sub(now)}, nil
 	}
 	if err != nil {
-		return ctrl.Result{}, err // no deadline to keep: controller-runtime's backoff will do
+		// Returned, so that controller-runtime counts and logs it; without a deadline to keep,
+		// its own backoff will do.
+		return ctrl.Result{}, err
 	}
 	r.observer.succeeded(req.NamespacedName)
 	if wake.IsZero() {
@@ -337,7 +342,8 @@ func (r *FencedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(lockOfPod)).
 		// A multi-lock pod's grant or loss of one lock wakes its other locks.
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.podLocksOfLeaseHolder)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.maxConcurrentReconciles)}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.maxConcurrentReconciles),
+			RateLimiter: r.retries}).
 		Named("fencedlock").
 		Complete(r)
 }

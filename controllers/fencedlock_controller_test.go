@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
@@ -284,10 +285,13 @@ var _ = Describe("FencedLock controller", func() {
 		g, err := locker(fl, "silent").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		holder := func() string { return leaseState(ns, "mirror").Holder }
+		errorsBefore := reconcileErrors()
 
 		// Long enough for a failing reconcile's exponential backoff (5ms, doubling) to grow past
 		// the time the test then allows for the revocation.
 		Consistently(holder, "5500ms").Should(Equal("silent"))
+		Expect(reconcileErrors()).To(BeNumerically(">", errorsBefore),
+			"the failed reconciles count in controller-runtime's error metric, deadline or not")
 		fakeClock.Step(2 * time.Second) // no poke: only the controller's own timer can revoke
 		Eventually(holder, "2500ms").Should(BeEmpty())
 		Expect(leaseState(ns, "mirror").RevokedToken).To(Equal(g.Token))
@@ -438,4 +442,24 @@ func denyStatusWrites(ns string) {
 		return k8sClient.Status().Patch(ctx, getLock(probe), client.RawPatch(types.MergePatchType,
 			[]byte(fmt.Sprintf(`{"status":{"waitingCount":%d}}`, time.Now().UnixNano()%1000+1))))
 	}).Should(MatchError(ContainSubstring("status writes refused by the test")))
+}
+
+// reconcileErrors is controller-runtime's controller_runtime_reconcile_errors_total of the
+// FencedLock controller.
+func reconcileErrors() float64 {
+	families, err := crmetrics.Registry.Gather()
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_errors_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "controller" && lp.GetValue() == "fencedlock" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
