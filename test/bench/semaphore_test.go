@@ -256,7 +256,7 @@ type semResult struct {
 
 // semRun loops clients on the lock name (Acquire -> Release) for warm + dur; the window after the
 // warm-up is measured, and every grant of the run is checked.
-func (b *bench) semRun(name string, clients, limit int, warm, dur time.Duration) semResult {
+func (b *bench) semRun(name string, clients int, warm, dur time.Duration) semResult {
 	leases := b.cs.CoordinationV1().Leases(b.ns)
 	l0, err := leases.Get(b.ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -373,8 +373,8 @@ func (b *bench) semCycles() {
 		}
 		defer func() { pprof.StopCPUProfile(); _ = out.Close() }()
 	}
-	sem := b.semRun("sem-cycles", clients, permits, warm, dur)
-	lk := b.semRun("sem-cycles-lock", clients, 1, warm, dur)
+	sem := b.semRun("sem-cycles", clients, warm, dur)
+	lk := b.semRun("sem-cycles-lock", clients, warm, dur)
 	for _, x := range []struct {
 		what  string
 		r     semResult
@@ -432,7 +432,8 @@ func (b *bench) semFence() {
 		name, fencedBy string
 		tok            token.Token
 	}
-	targets := []target{{name: "semf-plain"}}
+	targets := make([]target, 1, 5)
+	targets[0].name = "semf-plain"
 	for _, lk := range []struct {
 		name    string
 		permits int
@@ -490,7 +491,7 @@ func (b *bench) semFence() {
 func TestSemaphoreChecks(t *testing.T) {
 	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
 	perm := func(toks ...token.Token) []lease.Permit {
-		var out []lease.Permit
+		out := make([]lease.Permit, 0, len(toks))
 		for i, tk := range toks {
 			out = append(out, lease.Permit{Number: i + 1, Token: tk})
 		}
