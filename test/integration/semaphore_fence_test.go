@@ -154,14 +154,15 @@ var _ = Describe("The fence of a semaphore", func() {
 		// Each round grants the free permit and writes at once with its token, above the token the
 		// webhook's cache last saw unless the grant's watch event arrived first. Such a write is
 		// confirmed by a live read (the "confirm" counter) and must never be refused. The lag is
-		// the real watch's: a few percent of rounds meet it here, so the rounds go on until two did
-		// (the chance that 500 rounds meet none is negligible at that rate).
+		// the real watch's: from one round in ten to one in two hundred meet it here (a round takes
+		// some 30 ms), so the rounds go on until two did, for up to a minute (some 2000 rounds: the
+		// chance of fewer is below one in a thousand even at the lower rate).
 		confirm := func() float64 {
 			return counterValue("fencedlock_fence_live_reads_total", map[string]string{"why": "confirm"})
 		}
 		before := confirm()
-		rounds := 0
-		for confirm()-before < 2 && rounds < 500 {
+		rounds, deadline := 0, time.Now().Add(time.Minute)
+		for confirm()-before < 2 && time.Now().Before(deadline) {
 			rounds++
 			g, err := locker(ns, "pool", fmt.Sprintf("round-%d", rounds)).TryAcquire(ctx)
 			Expect(err).NotTo(HaveOccurred())
