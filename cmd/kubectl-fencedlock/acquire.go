@@ -53,8 +53,8 @@ renew"), or pass --hold to have a background process renew it until "kubectl fen
 For a single command that needs the lock while it runs, "kubectl fencedlock run" renews and
 releases for you.
 
-The holder identity defaults to user@host, so renew and release from the same user and host need
-only the token. The exit status is 124 (--conflict-exit-code) when the lock was not acquired
+The holder identity defaults to user@host/<pid>-<random>, unique to this process; renew and
+release by the same user on the same host find it from the token. The exit status is 124 (--conflict-exit-code) when the lock was not acquired
 because it is held, and 1 for any other error.`,
 		Example: `  # Take the lock, waiting for it, and keep it renewed in the background
   TOKEN=$(kubectl fencedlock acquire settlement --hold)
@@ -78,6 +78,7 @@ because it is held, and 1 for any other error.`,
 			if tok := os.Getenv(holdTokenEnv); tok != "" {
 				return runRenewer(o, name, tok) // this process is the renewer of an acquire --hold
 			}
+			identity = identityOr(identity)
 			printer, err := out.printer() // an unknown -o fails before the lock is taken
 			if err != nil {
 				return err
@@ -133,7 +134,7 @@ because it is held, and 1 for any other error.`,
 		},
 	}
 	w.addFlags(cmd)
-	cmd.Flags().StringVar(&identity, "identity", defaultIdentity(), "Holder identity (renew and release need the same)")
+	cmd.Flags().StringVar(&identity, "identity", "", identityHelp)
 	cmd.Flags().BoolVar(&hold, "hold", false,
 		"Keep the lock renewed by a background process until \"kubectl fencedlock release\" or until it is lost")
 	cmd.Flags().BoolVar(&waitFlag, "wait", true, "Wait for the lock (the default)")
@@ -175,7 +176,8 @@ func grantedLock(ctx context.Context, o *options, name string, g *lock.Grant) (*
 }
 
 // attachCommand builds renew and release, which act on a grant held under --identity and
-// --fencing-token.
+// --fencing-token. Without --identity, the grant's holder is the identity "acquire --hold"
+// recorded, else the Lease's holder of the token if it is a process of this user and host.
 func attachCommand(o *options, use, short, example string, act func(*lock.Grant, context.Context) error, done string) *cobra.Command {
 	var (
 		identity string
@@ -206,8 +208,13 @@ func attachCommand(o *options, use, short, example string, act func(*lock.Grant,
 			if h != nil && h.Token != tok {
 				h = nil // another grant than the one held in the background
 			}
-			if h != nil && !cmd.Flags().Changed("identity") {
+			if h != nil && identity == "" {
 				identity = h.Identity
+			}
+			if identity == "" {
+				if identity, err = o.holderOfToken(cmd.Context(), name, t); err != nil {
+					return err
+				}
 			}
 			if use == "release" && h != nil {
 				defer h.remove()
@@ -232,7 +239,8 @@ func attachCommand(o *options, use, short, example string, act func(*lock.Grant,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&identity, "identity", defaultIdentity(), "Holder identity the lock was acquired with")
+	cmd.Flags().StringVar(&identity, "identity", "",
+		"Holder identity the lock was acquired with (default: the token's holder, if a process of this user and host)")
 	cmd.Flags().StringVar(&tok, "fencing-token", "",
 		"Fencing token of the grant (default: the one \"acquire --hold\" keeps, if it runs here)")
 	return cmd
@@ -246,7 +254,7 @@ func newRenewCommand(o *options) *cobra.Command {
 
 func newReleaseCommand(o *options) *cobra.Command {
 	return attachCommand(o, "release", "Release a lock, and stop its background renewer if acquire --hold started one",
-		`  # Release a grant of this user and host
+		`  # Release a grant taken by a process of this user on this host
   kubectl fencedlock release settlement --fencing-token 1234
 
   # Release what "acquire --hold" keeps, and stop its renewer
@@ -271,4 +279,35 @@ func releaseQuietly(g *lock.Grant) error {
 		return fmt.Errorf("%w (the lease runs out by itself)", err)
 	}
 	return err
+}
+
+// holderOfToken returns the identity holding lock name's grant with token tok, if it is a process
+// of this user and host (tokenHolder). The token names one grant, and nobody else's is acted on
+// without --identity.
+func (o *options) holderOfToken(ctx context.Context, name string, tok token.Token) (string, error) {
+	ns, err := o.namespace()
+	if err != nil {
+		return "", err
+	}
+	_, cs, err := o.clients()
+	if err != nil {
+		return "", err
+	}
+	l, err := cs.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("FencedLock %s/%s: reading its Lease to find the holder of token %s: %w", ns, name, tok, err)
+	}
+	st, err := lease.Read(l)
+	if err != nil {
+		return "", fmt.Errorf("FencedLock %s/%s: %w", ns, name, err)
+	}
+	id, ok, err := tokenHolder(st, tok)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("FencedLock %s/%s: %w", ns, name, err)
+	case !ok:
+		return "", fmt.Errorf("FencedLock %s/%s: no grant with token %s is held (it was released or revoked, "+
+			"or the token is wrong; the lock's last token is %s)", ns, name, tok, st.Token)
+	}
+	return id, nil
 }

@@ -193,7 +193,8 @@ func printLocks(w io.Writer, list *locksv1alpha1.FencedLockList, wide, allNamesp
 }
 
 // printPermits prints a semaphore's rows under its own: one per held permit (its holder, token
-// and renewal) and one per waiter its status shows, in queue order.
+// and renewal) and one per waiter its status shows, in queue order, noting a waiter that waits
+// while a process of its own user and host holds a permit.
 func printPermits(tw io.Writer, fl *locksv1alpha1.FencedLock, allNamespaces bool, now time.Time) {
 	indent := ""
 	if allNamespaces {
@@ -206,6 +207,12 @@ func printPermits(tw io.Writer, fl *locksv1alpha1.FencedLock, allNamespaces bool
 		who := w.Identity
 		if w.Pod != "" {
 			who = "pod " + w.Pod
+		}
+		for _, h := range fl.Status.Holders {
+			if sameUserHost(w.Identity, h.Identity) { // it waits for another process of its user and host
+				who += fmt.Sprintf(" (same %s as permit %d)", userHostOf(h.Identity), h.Permit)
+				break
+			}
 		}
 		fmt.Fprintf(tw, "%s  waiter %d\t%s\n", indent, i+1, who)
 	}

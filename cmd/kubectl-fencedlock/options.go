@@ -19,7 +19,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/user"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -73,7 +72,8 @@ func (o *options) clients() (client.Client, *kubernetes.Clientset, error) {
 	return cl, cs, err
 }
 
-// locker returns a Locker for the named lock in the current namespace.
+// locker returns a Locker for the named lock in the current namespace, under identity or, if it
+// is empty, the process's default identity.
 func (o *options) locker(name, identity string, opts ...lock.Option) (*lock.Locker, error) {
 	ns, err := o.namespace()
 	if err != nil {
@@ -83,9 +83,7 @@ func (o *options) locker(name, identity string, opts ...lock.Option) (*lock.Lock
 	if err != nil {
 		return nil, err
 	}
-	if identity != "" {
-		opts = append(opts, lock.WithIdentity(identity))
-	}
+	opts = append(opts, lock.WithIdentity(identityOr(identity)))
 	return lock.New(cs.CoordinationV1(), ns, name, opts...), nil
 }
 
@@ -111,24 +109,4 @@ func (o *options) completeLocks(cmd *cobra.Command, args []string, _ string) ([]
 		names = append(names, fl.Name)
 	}
 	return names, cobra.ShellCompDirectiveNoFileComp
-}
-
-// defaultIdentity is the holder identity when --identity is not given: user@host, the same for
-// every invocation by one user on one host, so that acquire, renew and release called one after
-// another from a script agree without passing an identity around.
-func defaultIdentity() string {
-	name := os.Getenv("USER")
-	if name == "" {
-		if u, err := user.Current(); err == nil {
-			name = u.Username
-		}
-	}
-	if name == "" {
-		name = "user"
-	}
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "localhost"
-	}
-	return name + "@" + host
 }

@@ -107,7 +107,7 @@ apply" and "stamp" default to), FENCEDLOCK_HOLDER.
 		},
 	}
 	r.wait.addFlags(cmd)
-	cmd.Flags().StringVar(&r.identity, "identity", defaultIdentity(), "Holder identity")
+	cmd.Flags().StringVar(&r.identity, "identity", "", identityHelp)
 	cmd.Flags().DurationVar(&r.grace, "grace", 10*time.Second, "After losing the lock, wait this long between SIGTERM and SIGKILL")
 	cmd.Flags().IntVar(&r.lostCode, "lost-exit-code", exitLost, "Exit status when the lock was lost while the command ran")
 	return cmd
@@ -205,7 +205,7 @@ func takeInterruptibly(ctx context.Context, o *options, name string, r runOption
 	}
 	res := make(chan result, 1)
 	go func() {
-		g, permits, err := take(ctx, o, name, r.identity, r.wait)
+		g, permits, err := take(ctx, o, name, identityOr(r.identity), r.wait)
 		res <- result{g, permits, err}
 	}()
 	select {

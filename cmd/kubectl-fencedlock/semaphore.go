@@ -39,12 +39,12 @@ func permitNote(permit, permits int) string {
 	return fmt.Sprintf(", permit %d of %d", permit, permits)
 }
 
-// heldPermits lists a semaphore's holders with their permits and tokens:
-// `permit 1 "a" (token 5), permit 2 "b" (token 7)`.
-func heldPermits(st lease.State) string {
+// heldPermits lists a semaphore's holders with their permits and tokens, marking those that are
+// other processes of identity's user and host: `permit 1 "a" (token 5), permit 2 "b" (token 7)`.
+func heldPermits(st lease.State, identity string) string {
 	held := make([]string, len(st.Permits))
 	for i, p := range st.Permits {
-		held[i] = fmt.Sprintf("permit %d %q (token %s)", p.Number, p.Holder, p.Token)
+		held[i] = fmt.Sprintf("permit %d %q (token %s)%s", p.Number, p.Holder, p.Token, ownNote(identity, p.Holder))
 	}
 	return strings.Join(held, ", ")
 }
@@ -57,7 +57,7 @@ func describeSemaphore(st lease.State, identity string) string {
 			"waiting for that one to end (use another --identity to hold two)", identity, p.Number, p.Token)
 	}
 	if st.Full() {
-		return fmt.Sprintf("all %d permits held: %s", st.Limit, heldPermits(st))
+		return fmt.Sprintf("all %d permits held: %s", st.Limit, heldPermits(st, identity))
 	}
 	return fmt.Sprintf("%d of %d permits held, the free one going to the waiters ahead in its queue (last token %s)",
 		len(st.Permits), st.Limit, st.Token)

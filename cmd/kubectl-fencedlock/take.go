@@ -100,10 +100,11 @@ func heldMessage(ns, name, identity string, permits int, h *lease.HeldError) err
 		return fmt.Errorf("FencedLock %s/%s: %q holds a permit already (token %s), and an identity holds one permit "+
 			"at a time; use another --identity", ns, name, identity, h.Token)
 	case h.Holder != "":
-		return fmt.Errorf("FencedLock %s/%s is held by %q with token %s", ns, name, h.Holder, h.Token)
+		return fmt.Errorf("FencedLock %s/%s is held by %q with token %s%s", ns, name, h.Holder, h.Token,
+			holderNote(name, identity, h.Holder, h.Token))
 	case len(h.Holders) > 0:
 		return fmt.Errorf("FencedLock %s/%s: all %d permits are held (by %s; last token %s)", ns, name, h.Limit,
-			strings.Join(quoted(h.Holders), ", "), h.Token)
+			strings.Join(quoted(identity, h.Holders), ", "), h.Token)
 	case permits > 1 || h.Limit > 1:
 		return fmt.Errorf("FencedLock %s/%s has a free permit, but it goes to the waiters in its queue (last token %s); "+
 			"wait without --no-wait to join the queue", ns, name, h.Token)
@@ -112,10 +113,11 @@ func heldMessage(ns, name, identity string, permits int, h *lease.HeldError) err
 		"wait without --no-wait to join the queue", ns, name, h.Token)
 }
 
-func quoted(ss []string) []string {
-	q := make([]string, len(ss))
-	for i, s := range ss {
-		q[i] = fmt.Sprintf("%q", s)
+// quoted quotes holders, marking those that are other processes of identity's user and host.
+func quoted(identity string, holders []string) []string {
+	q := make([]string, len(holders))
+	for i, h := range holders {
+		q[i] = fmt.Sprintf("%q", h) + ownNote(identity, h)
 	}
 	return q
 }
@@ -155,7 +157,8 @@ func timedOut(cs kubernetes.Interface, ns, name, identity string, after time.Dur
 	case st.Semaphore && (st.Full() || st.Reserved != 0 || st.Waiting || slices.Contains(st.Holders(), identity)):
 		return fmt.Errorf("%s: %s", prefix, describeSemaphore(st, identity))
 	case st.Held() && !st.Semaphore:
-		return fmt.Errorf("%s: held by %q with token %s", prefix, st.Holder, st.Token)
+		return fmt.Errorf("%s: held by %q with token %s%s", prefix, st.Holder, st.Token,
+			holderNote(name, identity, st.Holder, st.Token))
 	case st.Reserved != 0 || st.Waiting:
 		return fmt.Errorf("%s: free, going to the waiter at the head of its queue (token %s)", prefix, st.Token)
 	case !st.Initialized():
@@ -170,7 +173,8 @@ func waitingLine(o *options, name, identity string, st lease.State) {
 	case st.Semaphore && st.Initialized():
 		fmt.Fprintf(o.streams.ErrOut, "waiting for %s: %s\n", name, describeSemaphore(st, identity))
 	case st.Held():
-		fmt.Fprintf(o.streams.ErrOut, "waiting for %s: held by %q (token %s)\n", name, st.Holder, st.Token)
+		fmt.Fprintf(o.streams.ErrOut, "waiting for %s: held by %q (token %s)%s\n", name, st.Holder, st.Token,
+			holderNote(name, identity, st.Holder, st.Token))
 	case st.Initialized():
 		fmt.Fprintf(o.streams.ErrOut, "waiting for %s: free, going to the waiters ahead in its queue (token %s)\n",
 			name, st.Token)

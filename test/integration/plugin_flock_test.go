@@ -94,15 +94,17 @@ func alive(pid int) bool {
 // Issue 12: kubectl fencedlock as dependable as flock(1). The plugin runs as its own process
 // against the real API server; so do the commands it runs.
 var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, func() {
-	var bin, kubeconfig, ns, stateDir, me string
+	var bin, kubeconfig, ns, stateDir, host string
+	// mine matches the plugin's default identity: $USER@host/<pid>-<random>, one per process.
+	mine := func() OmegaMatcher { return MatchRegexp(`^tester@%s/\d+-[0-9a-f]{4}$`, regexp.QuoteMeta(host)) }
 
 	BeforeAll(func() {
 		bin, kubeconfig = buildWithKubeconfig("github.com/fencedlock/fencedlock/cmd/kubectl-fencedlock", "flock-user")
 		ns = newNamespace()
 		stateDir = GinkgoT().TempDir()
-		host, err := os.Hostname()
+		var err error
+		host, err = os.Hostname()
 		Expect(err).NotTo(HaveOccurred())
-		me = "tester@" + host
 	})
 
 	// env is what every plugin process gets: a known $USER, and a private directory for holds.
@@ -316,7 +318,7 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 	})
 
 	Describe("waiting, identity and flags", func() {
-		It("waits by default, under a stable identity that release and renew need no flag for", func() {
+		It("waits by default, under an identity of its own that release and renew in other processes find from the token", func() {
 			newLock(ns, "wait", 15)
 			other := holdBy("wait", "other")
 			s := plugin("acquire", "wait")
@@ -326,7 +328,7 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 			Eventually(s, 30*time.Second).Should(gexec.Exit(0), string(s.Err.Contents()))
 			tok := strings.TrimSpace(string(s.Out.Contents()))
 			h, _ := holder("wait")
-			Expect(h).To(Equal(me))
+			Expect(h).To(mine())
 
 			exits(0, "renew", "wait", "--fencing-token", tok)
 			exits(0, "release", "wait", "--fencing-token", tok)
@@ -335,7 +337,43 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 
 			s = plugin("run", "wait", "--", "sh", "-c", "echo $FENCEDLOCK_HOLDER")
 			Eventually(s, 30*time.Second).Should(gexec.Exit(0))
-			Expect(strings.TrimSpace(string(s.Out.Contents()))).To(Equal(me))
+			ran := strings.TrimSpace(string(s.Out.Contents()))
+			Expect(ran).To(mine())
+			Expect(ran).NotTo(Equal(h), "each process holds under an identity of its own")
+		})
+
+		It("says a wait is for another process of the same user and host, and how to end it", func() {
+			newLock(ns, "self", 30)
+			tok, _ := exits(0, "acquire", "self") // a script that forgot to release
+			s := plugin("acquire", "self")
+			Eventually(s.Err, 30*time.Second).Should(gbytes.Say(fmt.Sprintf(
+				`waiting for self: held by "tester@%s/\d+-[0-9a-f]{4}" \(token %s\), another process of tester@%s: `+
+					`if none of yours still needs it, release it with "kubectl fencedlock release self --fencing-token %s"`,
+				regexp.QuoteMeta(host), tok, regexp.QuoteMeta(host), tok)))
+			_, stderr := exits(124, "acquire", "self", "--no-wait")
+			Expect(stderr).To(ContainSubstring("another process of tester@" + host))
+
+			exits(0, "release", "self", "--fencing-token", tok)
+			Eventually(s, 30*time.Second).Should(gexec.Exit(0), string(s.Err.Contents()))
+			h, now := holder("self")
+			Expect(h).To(mine())
+			Expect(now).To(Equal(strings.TrimSpace(string(s.Out.Contents()))))
+			exits(0, "release", "self", "--fencing-token", now)
+		})
+
+		It("renews and releases by token only the grants of this user and host: anyone else's needs --identity", func() {
+			newLock(ns, "theirs", 15)
+			g := holdBy("theirs", "alice@elsewhere/1-abcd")
+			_, stderr := exits(1, "release", "theirs", "--fencing-token", g.Token.String())
+			Expect(stderr).To(ContainSubstring(fmt.Sprintf(`token %s is held by "alice@elsewhere/1-abcd", not by a process of tester@%s`,
+				g.Token, host)))
+			h, _ := holder("theirs")
+			Expect(h).To(Equal("alice@elsewhere/1-abcd"))
+			_, stderr = exits(1, "renew", "theirs", "--fencing-token", "999999")
+			Expect(stderr).To(ContainSubstring("no grant with token 999999 is held"))
+			exits(0, "release", "theirs", "--fencing-token", g.Token.String(), "--identity", "alice@elsewhere/1-abcd")
+			h, _ = holder("theirs")
+			Expect(h).To(BeEmpty())
 		})
 
 		It("shows a waiting plugin and a waiting Go client in WAITING and NEXT, and in the lock's status, in the order they asked", func() {
@@ -345,7 +383,8 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 			Eventually(s.Err, 30*time.Second).Should(gbytes.Say(`waiting for seen: held by "first"`))
 			gotGo, _ := acquireAsync(ctx, locker(ns, "seen", "go-client"))
 			Eventually(func() []string { return waiterIDs(ns, "seen") }, 30*time.Second, 50*time.Millisecond).
-				Should(Equal([]string{me, "go-client"}))
+				Should(HaveExactElements(mine(), Equal("go-client")))
+			me := waiterIDs(ns, "seen")[0]
 			out, _ := exits(0, "get", "seen")
 			Expect(out).To(MatchRegexp(`(?m)^seen\s+first\s+\d+\s+\S+ ago\s+2\s+`))
 			GinkgoWriter.Printf("$ kubectl fencedlock get seen\n%s\n", out)
@@ -395,8 +434,9 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 			_, tok := holder("out")
 			exits(0, "release", "out", "--fencing-token", tok)
 			jp, _ := exits(0, "acquire", "out", "-o", "jsonpath={.status.holder} {.status.token}")
-			_, tok = holder("out")
-			Expect(jp).To(Equal(me + " " + tok))
+			h, tok = holder("out")
+			Expect(h).To(mine())
+			Expect(jp).To(Equal(h + " " + tok))
 			exits(0, "release", "out", "--fencing-token", tok)
 
 			name, _ = exits(0, "get", "out", "-o", "name")
@@ -489,7 +529,7 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 
 			time.Sleep(5 * time.Second) // more than twice the lease
 			h, now := holder("hold")
-			Expect(h).To(Equal(me))
+			Expect(h).To(mine())
 			Expect(now).To(Equal(tok))
 			Expect(alive(renewer)).To(BeTrue())
 
@@ -511,7 +551,9 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 
 			t, err := token.Parse(tok)
 			Expect(err).NotTo(HaveOccurred())
-			g, err := locker(ns, "hold", me).Attach(ctx, t)
+			h, _ := holder("hold") // the identity of the acquire, which its renewer holds under
+			Expect(h).To(mine())
+			g, err := locker(ns, "hold", h).Attach(ctx, t)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(g.Release(ctx)).To(Succeed())
 			Eventually(func() bool { return alive(renewer) }, 5*time.Second).Should(BeFalse())
