@@ -30,6 +30,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
+	"github.com/fencedlock/fencedlock/cmd/manager/internal/cabundle"
 	fencewebhook "github.com/fencedlock/fencedlock/webhook"
 )
 
@@ -54,13 +55,15 @@ func setupWebhooks(mgr ctrl.Manager, rot certRotation) (healthz.Checker, error) 
 		if rot.namespace == "" {
 			return nil, errors.New("--cert-namespace (or POD_NAMESPACE) is required for self-managed certificates")
 		}
-		// The CA goes into the webhook configurations through caInjector, not the rotator: it
+		// The CA goes into the webhook configurations through the CA injector, not the rotator: it
 		// keeps the previous CA there while the replicas move to the new certificate.
 		cs, err := kubernetes.NewForConfig(mgr.GetConfig())
 		if err != nil {
 			return nil, err
 		}
-		inj := newCAInjector(cs, rot)
+		inj := cabundle.New(cs, cabundle.Config{Namespace: rot.namespace, SecretName: rot.secretName,
+			ValidatingConfiguration: rot.validatingConfigName, MutatingConfiguration: rot.mutatingConfig,
+			Overlap: rot.caOverlap})
 		if err := mgr.Add(inj); err != nil {
 			return nil, err
 		}
