@@ -114,7 +114,7 @@ func permitNote(fl *locksv1alpha1.FencedLock, permit int) string {
 // holder, one on the pod.
 func (r *FencedLockReconciler) recordRevoke(ctx context.Context, fl *locksv1alpha1.FencedLock, l *coordinationv1.Lease,
 	st lease.State, reason expiryReason, held time.Duration) {
-	countExpiration(reason, held)
+	countRevocation(reason, held)
 	why := fmt.Sprintf("not renewed within %s", st.Duration)
 	note := fmt.Sprintf("Grant of %s (token %s) was not renewed within %s; revoked", st.Holder, st.Token, st.Duration)
 	switch reason {

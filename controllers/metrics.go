@@ -35,9 +35,9 @@ var (
 		Name: "fencedlock_releases_total",
 		Help: "Grants ended by their holder releasing the lock.",
 	})
-	expirationsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "fencedlock_expirations_total",
-		Help: fmt.Sprintf("Grants the controller revoked, by reason (%s: not renewed in time; "+
+	revocationsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencedlock_revocations_total",
+		Help: fmt.Sprintf("Grants the controller revoked because they expired, by reason (%s: not renewed in time; "+
 			"%s: held longer than spec.maxHoldSeconds; %s: a pod holder not Ready for longer than the lease).",
 			expiryLease, expiryMaxHold, expiryNotReady),
 	}, []string{"reason"})
@@ -69,7 +69,7 @@ var (
 var durationBuckets = prometheus.ExponentialBuckets(0.01, 4, 10)
 
 func init() {
-	metrics.Registry.MustRegister(grantsTotal, releasesTotal, expirationsTotal, holdSeconds, waitSeconds, waitingPods, locksHeld, permitsHeld)
+	metrics.Registry.MustRegister(grantsTotal, releasesTotal, revocationsTotal, holdSeconds, waitSeconds, waitingPods, locksHeld, permitsHeld)
 }
 
 // countGrants counts grants made, possibly several seen at once on a busy lock.
@@ -78,16 +78,17 @@ func countGrants(n int32) { grantsTotal.Add(float64(n)) }
 // countReleases counts grants their holder released.
 func countReleases(n int) { releasesTotal.Add(float64(n)) }
 
-// countExpiration counts a revocation and the hold it ended.
-func countExpiration(reason expiryReason, held time.Duration) {
-	expirationsTotal.WithLabelValues(string(reason)).Inc()
+// countRevocation counts the revocation of a grant that expired for reason, and the hold it ended.
+func countRevocation(reason expiryReason, held time.Duration) {
+	revocationsTotal.WithLabelValues(string(reason)).Inc()
 	observeHold(held)
 }
 
 // observeHold records how long a grant was held.
 func observeHold(held time.Duration) { holdSeconds.Observe(held.Seconds()) }
 
-// observeWait records how long a pod waited in the queue for its grant.
+// observeWait records how long a queued holder (a pod or a client) waited from joining the
+// queue to its grant.
 func observeWait(waited time.Duration) { waitSeconds.Observe(waited.Seconds()) }
 
 // setHeld sets the number of locks held (at least one permit) and of permits held over all locks.

@@ -32,7 +32,8 @@ import (
 	"github.com/fencedlock/fencedlock/pkg/token"
 )
 
-// Reasons label decisions in metrics and events.
+// Reasons label decisions in metrics and events. One shared with the controller's events is
+// defined in the API package, once.
 const (
 	ReasonCurrent              = "Current"
 	ReasonUnfenced             = "Unfenced"
@@ -42,7 +43,7 @@ const (
 	ReasonStaleToken           = "StaleToken"
 	ReasonStaleObjectToken     = "StaleObjectToken"
 	ReasonForgedToken          = "ForgedToken"
-	ReasonLockNotFound         = "LockNotFound"
+	ReasonLockNotFound         = locksv1alpha1.ReasonLockNotFound
 	ReasonLockNotReady         = "LockNotReady"
 	ReasonInvalidLabel         = "InvalidLabel"
 	ReasonRelabel              = "Relabel"

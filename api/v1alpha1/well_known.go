@@ -33,7 +33,7 @@ const (
 	RecordedTokenAnnotation = "fencedlock.io/recorded-token"
 
 	// RevokedTokenAnnotation on a Lease records the token of the last grant the controller revoked
-	// because it expired, so observers can tell an expiry from a release.
+	// because it expired, so observers can tell a revocation from a release.
 	RevokedTokenAnnotation = "fencedlock.io/revoked-token"
 
 	// TicketAnnotation on a Lease is the queue ticket of the grant made last from the lock's
@@ -132,7 +132,8 @@ const (
 	// ReasonWaiting: a pod joined the lock's queue (an event on the pod).
 	ReasonWaiting = "Waiting"
 	// ReasonLockNotFound: a pod asks for a FencedLock that does not exist (a Warning event on the
-	// pod). The fence reports a fenced object of a missing lock by the same name.
+	// pod). The fence reports a fenced object of a missing lock by the same name
+	// (webhook.ReasonLockNotFound is this one).
 	ReasonLockNotFound = "LockNotFound"
 	// ReasonWaiterDead: the manager dropped a queued client whose beat it had not seen change for
 	// one lease duration (an event on the lock).

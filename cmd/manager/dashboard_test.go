@@ -90,7 +90,7 @@ func TestDashboardUsesOnlyRegisteredMetrics(t *testing.T) {
 	}
 	// What the dashboard is for: holders, waits, handovers, denials by reason.
 	for _, n := range []string{"fencedlock_grants_total", "fencedlock_locks_held", "fencedlock_waiting_pods", "fencedlock_wait_seconds_bucket",
-		"fencedlock_fence_decisions_total", "fencedlock_expirations_total"} {
+		"fencedlock_fence_decisions_total", "fencedlock_revocations_total"} {
 		if !slices.Contains(used, n) {
 			t.Errorf("no panel uses %s", n)
 		}

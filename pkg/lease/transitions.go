@@ -33,7 +33,7 @@ import (
 //
 // Who may do what (docs/protocol.md, section 3):
 //   - anyone: Grant a free lock nobody waits for; Renew and Release its own grant; join, beat and
-//     leave the queue (queue.go) and mark the lock waited for (MarkWaiting, MarkLeft);
+//     leave the queue (Queue, queue_lease.go) and mark the lock waited for (MarkWaiting, MarkLeft);
 //   - the manager alone: Initialize, Revoke, Settle (serve the queue on a free lock, drop the
 //     waiting mark of an empty queue), grant pods, and judge who is alive (Judge).
 //
