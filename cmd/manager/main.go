@@ -30,32 +30,18 @@ import (
 	// to ensure that exec-entrypoint and run can make use of them.
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/cmd/manager/setup"
 	"github.com/fencedlock/fencedlock/controllers"
 	// +kubebuilder:scaffold:imports
 )
 
-var (
-	scheme   = runtime.NewScheme()
-	setupLog = ctrl.Log.WithName("setup")
-)
-
-func init() {
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-
-	utilruntime.Must(locksv1alpha1.AddToScheme(scheme))
-	// +kubebuilder:scaffold:scheme
-}
+var setupLog = ctrl.Log.WithName("setup")
 
 func main() {
 	var metricsAddr string
@@ -195,54 +181,48 @@ func main() {
 		metricsServerOptions.KeyName = metricsCertKey
 	}
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsServerOptions,
-		WebhookServer:          webhookServer,
-		HealthProbeBindAddress: probeAddr,
-		LeaderElection:         enableLeaderElection,
-		LeaderElectionID:       "fencedlock-manager.fencedlock.io",
-		LeaseDuration:          &leaseDuration,
-		RenewDeadline:          &renewDeadline,
-		RetryPeriod:            &retryPeriod,
-		// The program exits as soon as the manager stops, so stepping down at once is safe.
-		LeaderElectionReleaseOnCancel: true,
-		Cache:                         controllers.CacheOptions(),
-	})
-	if err != nil {
-		setupLog.Error(err, "Failed to start manager")
-		os.Exit(1)
-	}
-
-	reconciler := controllers.NewFencedLockReconciler(mgr.GetClient(), mgr.GetAPIReader(),
-		mgr.GetEventRecorder(controllers.EventReporter),
-		controllers.WithStatusMinInterval(statusMinInterval),
-		controllers.WithEventRateLimit(eventBurst, eventInterval),
-		controllers.WithMaxConcurrentReconciles(concurrency),
-		controllers.WithAfterPodGrant(crashFailpoint()))
-	if err := reconciler.SetupWithManager(mgr); err != nil {
-		setupLog.Error(err, "Failed to create controller", "controller", "fencedlock")
-		os.Exit(1)
-	}
-	// +kubebuilder:scaffold:builder
-
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		setupLog.Error(err, "Failed to set up health check")
-		os.Exit(1)
-	}
-	readyCheck := healthz.Ping
+	cfg := ctrl.GetConfigOrDie()
+	var webhooks *setup.Webhooks
+	addCertRotation := func(ctrl.Manager) error { return nil }
 	if webhookPort >= 0 {
 		rot.enabled = rot.enabled && webhookCertPath == ""
 		rot.certDir = webhookServerOptions.CertDir
-		if readyCheck, err = setupWebhooks(mgr, rot); err != nil {
+		var err error
+		if webhooks, addCertRotation, err = rot.webhooks(cfg); err != nil {
 			setupLog.Error(err, "Failed to set up webhooks")
 			os.Exit(1)
 		}
 	}
-	if err := mgr.AddReadyzCheck("readyz", readyCheck); err != nil {
-		setupLog.Error(err, "Failed to set up ready check")
+	mgr, err := setup.NewManager(cfg, setup.Options{
+		Manager: ctrl.Options{
+			Metrics:                metricsServerOptions,
+			WebhookServer:          webhookServer,
+			HealthProbeBindAddress: probeAddr,
+			LeaderElection:         enableLeaderElection,
+			LeaderElectionID:       "fencedlock-manager.fencedlock.io",
+			LeaseDuration:          &leaseDuration,
+			RenewDeadline:          &renewDeadline,
+			RetryPeriod:            &retryPeriod,
+			// The program exits as soon as the manager stops, so stepping down at once is safe.
+			LeaderElectionReleaseOnCancel: true,
+		},
+		Controller: []controllers.Option{
+			controllers.WithStatusMinInterval(statusMinInterval),
+			controllers.WithEventRateLimit(eventBurst, eventInterval),
+			controllers.WithMaxConcurrentReconciles(concurrency),
+			controllers.WithAfterPodGrant(crashFailpoint()),
+		},
+		Webhooks: webhooks,
+	})
+	if err != nil {
+		setupLog.Error(err, "Failed to set up the manager")
 		os.Exit(1)
 	}
+	if err := addCertRotation(mgr); err != nil {
+		setupLog.Error(err, "Failed to set up certificate rotation")
+		os.Exit(1)
+	}
+	// +kubebuilder:scaffold:builder
 
 	setupLog.Info("Starting manager")
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {

@@ -15,7 +15,8 @@ limitations under the License.
 */
 
 // Package util starts the real control plane the tests run against: envtest with kube-apiserver
-// and etcd built by hack/k8s-binaries.sh, and the fencedlock manager wired as cmd/manager wires it.
+// and etcd built by hack/k8s-binaries.sh, and the fencedlock manager wired as cmd/manager wires it
+// (by cmd/manager/setup).
 package util
 
 import (
@@ -29,7 +30,6 @@ import (
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -39,9 +39,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/cmd/manager/setup"
 	"github.com/fencedlock/fencedlock/controllers"
-	fencewebhook "github.com/fencedlock/fencedlock/webhook"
 )
 
 // RepoRoot is the repository's root directory.
@@ -63,17 +62,8 @@ func Assets() (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// Scheme holds the built-in types and fencedlock's.
-func Scheme() *k8sruntime.Scheme {
-	s := k8sruntime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := locksv1alpha1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}
+// Scheme holds the built-in types and fencedlock's, as the manager's does.
+func Scheme() *k8sruntime.Scheme { return setup.Scheme() }
 
 // NewEnvironment returns an envtest environment with fencedlock's CRDs and webhook configuration
 // (registered by URL to a local port, as envtest does), plus the CRDs in extraCRDDirs.
@@ -93,43 +83,31 @@ func NewEnvironment(extraCRDDirs ...string) (*envtest.Environment, error) {
 	}, nil
 }
 
-// NewManager returns a manager running the FencedLock controller on clk and, when env installed
-// webhooks, the fence, configured like cmd/manager (label-selected Lease cache) but without
+// NewManager returns a manager wired as cmd/manager wires it (setup.NewManager), running the
+// FencedLock controller on clk and, when env installed webhooks, the webhooks, but without
 // metrics or probe listeners. The controller writes every status change and every event (see
 // Production for cmd/manager's pacing); opts apply after that.
 func NewManager(cfg *rest.Config, clk clock.PassiveClock, env *envtest.Environment,
 	opts ...controllers.Option) (ctrl.Manager, error) {
-	var server webhook.Server
+	o := setup.Options{
+		Manager: ctrl.Options{
+			Metrics:                metricsserver.Options{BindAddress: "0"},
+			HealthProbeBindAddress: "0",
+			// Tests start several managers in one process (controller restarts).
+			Controller: config.Controller{SkipNameValidation: new(true)},
+		},
+		// A test reads what a reconcile did at once, on a clock it may hold still: no coalescing,
+		// no event limit, and one reconcile at a time.
+		Controller: append([]controllers.Option{controllers.WithClock(clk), controllers.WithStatusMinInterval(0),
+			controllers.WithEventRateLimit(0, 0), controllers.WithMaxConcurrentReconciles(1)}, opts...),
+	}
 	if wio := env.WebhookInstallOptions; len(wio.ValidatingWebhooks)+len(wio.MutatingWebhooks) > 0 {
-		server = webhook.NewServer(webhook.Options{
+		o.Manager.WebhookServer = webhook.NewServer(webhook.Options{
 			Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir,
 		})
+		o.Webhooks = &setup.Webhooks{} // envtest wrote the certificates
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 Scheme(),
-		WebhookServer:          server,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  controllers.CacheOptions(),
-		// Tests start several managers in one process (controller restarts).
-		Controller: config.Controller{SkipNameValidation: new(true)},
-	})
-	if err != nil {
-		return nil, err
-	}
-	// A test reads what a reconcile did at once, on a clock it may hold still: no coalescing, no
-	// event limit, and one reconcile at a time.
-	opts = append([]controllers.Option{controllers.WithClock(clk), controllers.WithStatusMinInterval(0),
-		controllers.WithEventRateLimit(0, 0), controllers.WithMaxConcurrentReconciles(1)}, opts...)
-	r := controllers.NewFencedLockReconciler(mgr.GetClient(), mgr.GetAPIReader(),
-		mgr.GetEventRecorder(controllers.EventReporter), opts...)
-	err = r.SetupWithManager(mgr)
-	if err != nil || server == nil {
-		return mgr, err
-	}
-	// The gate stamps queue order on the real clock even when the controller runs on a fake one:
-	// a frozen clock would make every pod arrive at the same instant.
-	return mgr, fencewebhook.SetupWithManager(mgr, clock.RealClock{})
+	return setup.NewManager(cfg, o)
 }
 
 // Production configures the controller as cmd/manager does by default: coalesced status writes,

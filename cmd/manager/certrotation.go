@@ -19,19 +19,16 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net/http"
-	"os"
 	"time"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/clock"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	"github.com/fencedlock/fencedlock/cmd/manager/internal/cabundle"
-	fencewebhook "github.com/fencedlock/fencedlock/webhook"
+	"github.com/fencedlock/fencedlock/cmd/manager/setup"
 )
 
 // certRotation configures the self-managed webhook certificates: without cert-manager, the
@@ -46,29 +43,38 @@ type certRotation struct {
 	caOverlap time.Duration
 }
 
-// setupWebhooks registers fencedlock's webhooks once their serving certificates exist and returns
-// the readiness check: not ready until the certificates are in place and the server is serving.
-func setupWebhooks(mgr ctrl.Manager, rot certRotation) (healthz.Checker, error) {
+// webhooks returns how the webhooks register with rot. With self-managed certificates: once the
+// rotator has written them, ready once the CA injector has put their CA in the webhook
+// configurations, and add (to call on the manager) adds the rotator and the injector. Without: at
+// once (cert-manager's certificates are mounted before the manager starts).
+func (rot certRotation) webhooks(cfg *rest.Config) (w *setup.Webhooks, add func(ctrl.Manager) error, err error) {
+	if !rot.enabled {
+		return &setup.Webhooks{}, func(ctrl.Manager) error { return nil }, nil
+	}
+	if rot.namespace == "" {
+		return nil, nil, errors.New("--cert-namespace (or POD_NAMESPACE) is required for self-managed certificates")
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the CA injector's clientset: %w", err)
+	}
+	// The CA goes into the webhook configurations through the CA injector, not the rotator: it
+	// keeps the previous CA there while the replicas move to the new certificate.
+	inj := cabundle.New(cs, cabundle.Config{Namespace: rot.namespace, SecretName: rot.secretName,
+		ValidatingConfiguration: rot.validatingConfigName, MutatingConfiguration: rot.mutatingConfig,
+		Overlap: rot.caOverlap})
 	certsReady := make(chan struct{})
-	caInjected := func() bool { return true }
-	if rot.enabled {
-		if rot.namespace == "" {
-			return nil, errors.New("--cert-namespace (or POD_NAMESPACE) is required for self-managed certificates")
+	w = &setup.Webhooks{CertsReady: certsReady, Ready: func() error {
+		if !inj.Injected() {
+			return errors.New("the CA is not in the webhook configurations yet")
 		}
-		// The CA goes into the webhook configurations through the CA injector, not the rotator: it
-		// keeps the previous CA there while the replicas move to the new certificate.
-		cs, err := kubernetes.NewForConfig(mgr.GetConfig())
-		if err != nil {
-			return nil, err
-		}
-		inj := cabundle.New(cs, cabundle.Config{Namespace: rot.namespace, SecretName: rot.secretName,
-			ValidatingConfiguration: rot.validatingConfigName, MutatingConfiguration: rot.mutatingConfig,
-			Overlap: rot.caOverlap})
+		return nil
+	}}
+	add = func(mgr ctrl.Manager) error {
 		if err := mgr.Add(inj); err != nil {
-			return nil, err
+			return fmt.Errorf("adding the CA injector: %w", err)
 		}
-		caInjected = inj.Injected
-		err = rotator.AddRotator(mgr, &rotator.CertRotator{
+		err := rotator.AddRotator(mgr, &rotator.CertRotator{
 			SecretKey:      types.NamespacedName{Namespace: rot.namespace, Name: rot.secretName},
 			CertDir:        rot.certDir,
 			CAName:         "fencedlock-ca",
@@ -80,37 +86,14 @@ func setupWebhooks(mgr ctrl.Manager, rot certRotation) (healthz.Checker, error) 
 			RequireLeaderElection: false,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("setting up certificate rotation: %w", err)
+			return fmt.Errorf("setting up certificate rotation: %w", err)
 		}
-	} else {
-		close(certsReady)
+		return nil
 	}
-
-	registered := make(chan struct{})
-	go func() {
-		// The webhook server reads its certificates when it starts: register (and so start) it
-		// only once they exist.
-		<-certsReady
-		if err := fencewebhook.SetupWithManager(mgr, clock.RealClock{}); err != nil {
-			setupLog.Error(err, "Failed to set up the webhooks")
-			os.Exit(1)
-		}
-		close(registered)
-	}()
-	return func(req *http.Request) error {
-		select {
-		case <-registered:
-			if !caInjected() {
-				return errors.New("the CA is not in the webhook configurations yet")
-			}
-			return mgr.GetWebhookServer().StartedChecker()(req)
-		default:
-			return errors.New("webhook certificates are not ready yet")
-		}
-	}, nil
+	return w, add, nil
 }
 
-// The certificate rotator keeps its Secret in the manager's namespace and injects the CA into the
-// webhook configurations.
+// The certificate rotator keeps its Secret in the manager's namespace, and the CA injector the CA
+// in the webhook configurations.
 // +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch;update;patch
