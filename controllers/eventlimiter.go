@@ -25,7 +25,7 @@ import (
 )
 
 // eventLimiter is a token bucket per lock for its Granted/Released events: a lock changing
-// hands a hundred times a second must not write a hundred Events a second. Expiries and pod
+// hands a hundred times a second must not write a hundred Events a second. Revocations and pod
 // events are never limited.
 type eventLimiter struct {
 	mu       sync.Mutex

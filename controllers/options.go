@@ -28,7 +28,9 @@ const (
 	// StatusBurst, one per this interval.
 	DefaultStatusMinInterval = time.Second
 	// DefaultEventBurst and DefaultEventInterval rate-limit a lock's Granted/Released events: a
-	// burst of ten, then one every ten seconds (as the Kubernetes event spam filter does).
+	// burst of ten, then one every ten seconds. The events.k8s.io recorder filters nothing itself
+	// (repeats of one reason on one object only become a series); client-go's older tools/record
+	// spam filter allows 25 per object, then one every 5 minutes.
 	DefaultEventBurst    = 10
 	DefaultEventInterval = 10 * time.Second
 	// DefaultMaxConcurrentReconciles is how many locks are reconciled at once.

@@ -90,7 +90,8 @@ grep -q -- '- mountPath: /tmp/k8s-webhook-server/serving-certs' "$C/templates/ma
 cat > "$C/templates/extras/webhook-server-cert.yaml" <<'YAML'
 {{- if and (not .Values.certManager.enabled) .Values.webhook.enabled }}
 # Self-managed certificates: the manager's rotator (cert-controller) fills in this Secret (CA and
-# serving certificate) and injects the CA into both webhook configurations; it does not create it.
+# serving certificate), and its CA injector puts the CA in both webhook configurations; neither
+# creates the Secret.
 apiVersion: v1
 kind: Secret
 metadata:

@@ -43,8 +43,9 @@ import (
 )
 
 // The manager's defaults for self-managed certificates (cmd/manager/main.go flags): the rotator
-// injects its CA into the webhook configurations of these names, keeps it in this Secret (which
-// must exist: it does not create it) and the webhook server reads it from this directory.
+// keeps the CA and serving certificate in this Secret (which must exist: it does not create it),
+// the CA injector puts the CA in the webhook configurations of these names, and the webhook server
+// reads the certificate from this directory.
 const (
 	defaultValidatingConfig = "fencedlock-validating-webhook-configuration"
 	defaultMutatingConfig   = "fencedlock-mutating-webhook-configuration"
@@ -148,7 +149,7 @@ func webhookServices(cfg *unstructured.Unstructured) []string {
 }
 
 // checkCASource asserts that the install's webhook configurations all get a CA bundle: from the
-// manager's own rotator (cert-controller) or from cert-manager's CA injector. Without one, the
+// manager's own CA injector (the CA of its rotator's Secret) or from cert-manager's. Without one, the
 // API server cannot call the webhook and, with failurePolicy Fail, refuses every fenced write
 // (validating) or every lock-labelled pod (mutating).
 func checkCASource(dir string, objs []*unstructured.Unstructured) {
@@ -193,7 +194,7 @@ func checkCASource(dir string, objs []*unstructured.Unstructured) {
 	service := ns + "/" + or(flags, "webhook-service-name", defaultWebhookService)
 	for _, cfg := range configs {
 		Expect(cfg.GetName()).To(Equal(names[cfg.GetKind()]),
-			"%s: the rotator injects its CA into %s %s, not into %s", dir, cfg.GetKind(), names[cfg.GetKind()], cfg.GetName())
+			"%s: the CA injector puts the CA into %s %s, not into %s", dir, cfg.GetKind(), names[cfg.GetKind()], cfg.GetName())
 		Expect(webhookServices(cfg)).To(HaveEach(service), "%s: the serving certificate is made for Service %s", dir, service)
 	}
 	secret := or(flags, "cert-secret-name", defaultCertSecret)
