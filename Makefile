@@ -99,7 +99,7 @@ stress: ## Long fault-injection campaign on the real node (CHAOS_DURATION, defau
 bench: envtest-assets ## Benchmarks on a real API server; prints a table (see docs/benchmarks.md).
 	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" go test -tags bench ./test/bench/ -run TestBench -count=1 -v -timeout 60m
 	@echo "--- the same write paths on an etcd that fsyncs, as production does ---"
-	BENCH_FSYNC=1 BENCH_ONLY=$${BENCH_FSYNC_ONLY:-handover,cycles,fence,pods} KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" \
+	BENCH_FSYNC=1 BENCH_ONLY=$${BENCH_FSYNC_ONLY:-handover,cycles,fence,pods,semaphore} KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" \
 		go test -tags bench ./test/bench/ -run TestBench -count=1 -v -timeout 60m
 
 .PHONY: demo

@@ -17,6 +17,7 @@ limitations under the License.
 package controllers_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -105,7 +106,9 @@ func settle(fl *locksv1alpha1.FencedLock) {
 }
 
 func locker(fl *locksv1alpha1.FencedLock, id string) *lock.Locker {
-	return lock.New(clientset.CoordinationV1(), fl.Namespace, fl.Name, lock.WithIdentity(id))
+	l, err := lock.New(clientset.CoordinationV1(), fl.Namespace, fl.Name, lock.WithIdentity(id))
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return l
 }
 
 func allEvents(ns string) []eventsv1.Event {
@@ -171,11 +174,11 @@ var _ = Describe("FencedLock controller", func() {
 		By("granting, the status shows holder and token")
 		g, err := locker(fl, "worker-a").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(g.Token).To(BeNumerically(">", st.Token))
+		Expect(g.Token()).To(BeNumerically(">", st.Token))
 		Eventually(func(g2 Gomega) {
 			cur := getLock(fl)
 			g2.Expect(cur.Status.Holder).To(Equal("worker-a"))
-			g2.Expect(cur.Status.Token).To(Equal(g.Token.String()))
+			g2.Expect(cur.Status.Token).To(Equal(g.Token().String()))
 			g2.Expect(cur.Status.LeaseTransitions).To(Equal(int32(1)))
 			g2.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, locksv1alpha1.ConditionHeld)).To(BeTrue())
 		}).Should(Succeed())
@@ -185,12 +188,12 @@ var _ = Describe("FencedLock controller", func() {
 		Eventually(func(g2 Gomega) {
 			cur := getLock(fl)
 			g2.Expect(cur.Status.Holder).To(BeEmpty())
-			g2.Expect(cur.Status.Token).To(Equal(g.Token.String()))
+			g2.Expect(cur.Status.Token).To(Equal(g.Token().String()))
 			g2.Expect(meta.FindStatusCondition(cur.Status.Conditions, locksv1alpha1.ConditionHeld).Reason).To(Equal(locksv1alpha1.ReasonReleased))
 		}).Should(Succeed())
 		Eventually(func() []string { return events(ns, "settlement") }).Should(ContainElements(
-			"Granted: Granted to worker-a with token "+g.Token.String(),
-			"Released: Released by worker-a (token "+g.Token.String()+")"))
+			"Granted: Granted to worker-a with token "+g.Token().String(),
+			"Released: Released by worker-a (token "+g.Token().String()+")"))
 	})
 
 	It("applies a changed leaseDurationSeconds to the Lease", func() {
@@ -221,11 +224,11 @@ var _ = Describe("FencedLock controller", func() {
 		poke(fl)
 		Eventually(func() string { return leaseState(ns, "expiry").Holder }).Should(BeEmpty())
 		st := leaseState(ns, "expiry")
-		Expect(st.Token).To(Equal(g.Token), "revocation does not issue a token")
-		Expect(st.RevokedToken).To(Equal(g.Token))
+		Expect(st.Token).To(Equal(g.Token()), "revocation does not issue a token")
+		Expect(st.RevokedToken).To(Equal(g.Token()))
 
 		err = g.Renew(ctx)
-		Expect(lease.IsLost(err)).To(BeTrue())
+		Expect(errors.Is(err, lock.ErrLost)).To(BeTrue())
 		Expect(err.Error()).To(ContainSubstring("revoked"))
 		Expect(g.Lost()).To(BeClosed())
 
@@ -233,11 +236,11 @@ var _ = Describe("FencedLock controller", func() {
 			return meta.FindStatusCondition(getLock(fl).Status.Conditions, locksv1alpha1.ConditionHeld).Reason
 		}).Should(Equal(locksv1alpha1.ReasonExpired))
 		Eventually(func() []string { return events(ns, "expiry") }).Should(ContainElement(
-			"Expired: Grant of paused (token " + g.Token.String() + ") was not renewed within 15s; revoked"))
+			"Expired: Grant of paused (token " + g.Token().String() + ") was not renewed within 15s; revoked"))
 
 		next, err := locker(fl, "next").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(next.Token).To(BeNumerically(">", g.Token))
+		Expect(next.Token()).To(BeNumerically(">", g.Token()))
 	})
 
 	It("counts only the holder's new renewTime as a renewal, not a bystander's write to the Lease", func() {
@@ -275,7 +278,7 @@ var _ = Describe("FencedLock controller", func() {
 		fakeClock.Step(2 * time.Second) // 16s after the grant, 6s after the bystander's writes
 		poke(fl)
 		Eventually(holder).Should(BeEmpty())
-		Expect(leaseState(ns, "bystander").RevokedToken).To(Equal(g.Token))
+		Expect(leaseState(ns, "bystander").RevokedToken).To(Equal(g.Token()))
 	})
 
 	It("revokes at the deadline even while every status write fails", func() {
@@ -294,7 +297,7 @@ var _ = Describe("FencedLock controller", func() {
 			"the failed reconciles count in controller-runtime's error metric, deadline or not")
 		fakeClock.Step(2 * time.Second) // no poke: only the controller's own timer can revoke
 		Eventually(holder, "2500ms").Should(BeEmpty())
-		Expect(leaseState(ns, "mirror").RevokedToken).To(Equal(g.Token))
+		Expect(leaseState(ns, "mirror").RevokedToken).To(Equal(g.Token()))
 		Expect(getLock(fl).Status.Holder).To(BeEmpty(), "the status write was refused all along")
 	})
 
@@ -333,17 +336,17 @@ var _ = Describe("FencedLock controller", func() {
 			g2.Expect(l.UID).NotTo(Equal(old.UID))
 			st, err := lease.Read(l)
 			g2.Expect(err).NotTo(HaveOccurred())
-			g2.Expect(st.Token).To(BeNumerically(">", g.Token))
+			g2.Expect(st.Token).To(BeNumerically(">", g.Token()))
 		}).Should(Succeed())
 
-		Expect(lease.IsLost(g.Renew(ctx))).To(BeTrue(), "the old grant is gone with its Lease")
+		Expect(errors.Is(g.Renew(ctx), lock.ErrLost)).To(BeTrue(), "the old grant is gone with its Lease")
 		Eventually(func() []string { return events(ns, "recreate") }).Should(ContainElement(
-			MatchRegexp(`^LeaseDeleted: The Lease was deleted while a held it with token %s; recreated with token \d+`, g.Token)),
+			MatchRegexp(`^LeaseDeleted: The Lease was deleted while a held it with token %s; recreated with token \d+`, g.Token())),
 			"a deleted Lease is reported as such, not as a release")
 		Expect(events(ns, "recreate")).NotTo(ContainElement(HavePrefix("Released")))
 		next, err := locker(fl, "b").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(next.Token).To(BeNumerically(">", g.Token))
+		Expect(next.Token()).To(BeNumerically(">", g.Token()))
 	})
 
 	It("keeps a grant across a controller restart and still expires it afterwards", func() {
@@ -360,7 +363,7 @@ var _ = Describe("FencedLock controller", func() {
 		poke(fl)
 		Consistently(func() string { return leaseState(ns, "restart").Holder }, "300ms").Should(Equal("survivor"))
 		Expect(g.Renew(ctx)).To(Succeed())
-		Expect(leaseState(ns, "restart").Token).To(Equal(g.Token), "renewals never change the token")
+		Expect(leaseState(ns, "restart").Token).To(Equal(g.Token()), "renewals never change the token")
 		settle(fl)
 
 		fakeClock.Step(16 * time.Second)
@@ -369,7 +372,7 @@ var _ = Describe("FencedLock controller", func() {
 
 		next, err := locker(fl, "after-restart").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(next.Token).To(BeNumerically(">", g.Token), "tokens keep increasing across controller restarts")
+		Expect(next.Token()).To(BeNumerically(">", g.Token()), "tokens keep increasing across controller restarts")
 	})
 
 	It("reports a foreign Lease of the same name instead of taking it over", func() {
@@ -396,9 +399,9 @@ var _ = Describe("FencedLock controller", func() {
 		for i := range 10 {
 			g, err := locker(fl, fmt.Sprintf("w%d", i)).TryAcquire(ctx)
 			Expect(err).NotTo(HaveOccurred())
-			Expect(g.Token).To(BeNumerically(">", last))
-			Expect(strings.TrimLeft(g.Token.String(), "0123456789")).To(BeEmpty(), "decimal string")
-			last = g.Token
+			Expect(g.Token()).To(BeNumerically(">", last))
+			Expect(strings.TrimLeft(g.Token().String(), "0123456789")).To(BeEmpty(), "decimal string")
+			last = g.Token()
 			Expect(g.Release(ctx)).To(Succeed())
 		}
 		Eventually(func() int32 { return getLock(fl).Status.LeaseTransitions }).Should(Equal(int32(10)))

@@ -93,7 +93,7 @@ var _ = Describe("Pods asking for several locks", func() {
 		Expect(leaseState(ns, "b").Holder).To(Equal(id))
 		tb, err := token.Parse(lockTokens(p)["b"])
 		Expect(err).NotTo(HaveOccurred())
-		Expect(tb).To(BeNumerically(">", library.Token))
+		Expect(tb).To(BeNumerically(">", library.Token()))
 
 		By("the pod ends: both locks are released")
 		setPodStatus(ns, "p", corev1.PodSucceeded, false)

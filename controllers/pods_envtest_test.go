@@ -115,7 +115,7 @@ var _ = Describe("Pods as lock holders", func() {
 
 		Expect(holder.Release(ctx)).To(Succeed())
 		t1 := granted(ns, "p-c")
-		Expect(t1).To(BeNumerically(">", holder.Token))
+		Expect(t1).To(BeNumerically(">", holder.Token()))
 		stillGated(ns, "p-a", "p-b")
 		Expect(leaseState(ns, "jobs").Holder).To(HavePrefix("pod/p-c/"))
 

@@ -116,7 +116,7 @@ var _ = Describe("Semaphores", func() {
 		Expect(err).NotTo(HaveOccurred())
 		live, err := locker(fl, "live").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(live.Token).To(BeNumerically(">", paused.Token))
+		Expect(live.Token()).To(BeNumerically(">", paused.Token()))
 		newPod(ns, "next", "pool")
 		Eventually(func() int32 { return getLock(fl).Status.WaitingCount }).Should(Equal(int32(1)))
 		for range 3 { // the live holder renews every 5s of the controller's clock; 15s is the lease
@@ -124,14 +124,14 @@ var _ = Describe("Semaphores", func() {
 			Expect(live.Renew(ctx)).To(Succeed())
 		}
 		tn := granted(ns, "next")
-		Expect(tn).To(BeNumerically(">", live.Token))
+		Expect(tn).To(BeNumerically(">", live.Token()))
 		st := leaseState(ns, "pool")
-		Expect(st.RevokedToken).To(Equal(paused.Token))
-		_, stillLive := st.Permit("live", live.Token)
+		Expect(st.RevokedToken).To(Equal(paused.Token()))
+		_, stillLive := st.Permit("live", live.Token())
 		Expect(stillLive).To(BeTrue(), "the renewing holder keeps its permit")
 		Expect(paused.Renew(ctx)).To(HaveOccurred(), "the revoked holder learns it lost its permit")
 		Eventually(func() []string { return events(ns, "pool") }).Should(ContainElement(
-			ContainSubstring("Grant of paused (token " + paused.Token.String() + ") was not renewed")))
+			ContainSubstring("Grant of paused (token " + paused.Token().String() + ") was not renewed")))
 	})
 
 	It("lets pods name a semaphore among several locks: all or nothing, in the global order", func() {

@@ -105,7 +105,7 @@ because it is held, and 1 for any other error.`,
 			// Once acquired, a failure must not leave the lock held: the caller saw no token.
 			var buf bytes.Buffer
 			if printer == nil {
-				fmt.Fprintln(&buf, g.Token)
+				fmt.Fprintln(&buf, g.Token())
 			} else {
 				fl, err := grantedLock(ctx, o, name, g)
 				if err == nil {
@@ -128,7 +128,7 @@ because it is held, and 1 for any other error.`,
 			if _, err := o.streams.Out.Write(buf.Bytes()); err != nil {
 				return err
 			}
-			fmt.Fprintf(o.streams.ErrOut, "acquired %s as %s with token %s%s (%s)\n", name, g.Holder(), g.Token,
+			fmt.Fprintf(o.streams.ErrOut, "acquired %s as %s with token %s%s (%s)\n", name, g.Holder(), g.Token(),
 				permitNote(g.Permit(), permits), how)
 			return nil
 		},
@@ -158,14 +158,14 @@ func grantedLock(ctx context.Context, o *options, name string, g *lock.Grant) (*
 	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &fl); err != nil {
 		return nil, fmt.Errorf("reading FencedLock %s/%s: %w", ns, name, err)
 	}
-	st := lease.State{Holder: g.Holder(), Token: g.Token, Limit: fl.Spec.PermitCount(),
-		Permits: []lease.Permit{{Number: g.Permit(), Holder: g.Holder(), Token: g.Token}}}
+	st := lease.State{Holder: g.Holder(), Token: g.Token(), Limit: fl.Spec.PermitCount(),
+		Permits: []lease.Permit{{Number: g.Permit(), Holder: g.Holder(), Token: g.Token()}}}
 	if fl.Spec.PermitCount() > 1 {
 		st.Holder = "" // a semaphore's holders are its permits
 	}
 	if l, err := cs.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
 		if now, err := lease.Read(l); err == nil {
-			if _, ok := now.Permit(g.Holder(), g.Token); ok {
+			if _, ok := now.Permit(g.Holder(), g.Token()); ok {
 				st = now
 			}
 		}
@@ -268,14 +268,14 @@ func releaseGrant(o *options, name string, g *lock.Grant) {
 		fmt.Fprintf(o.streams.ErrOut, "releasing %s: %v\n", name, err)
 		return
 	}
-	fmt.Fprintf(o.streams.ErrOut, "released %s (token %s)\n", name, g.Token)
+	fmt.Fprintf(o.streams.ErrOut, "released %s (token %s)\n", name, g.Token())
 }
 
 func releaseQuietly(g *lock.Grant) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := g.Release(ctx)
-	if err != nil && !lease.IsLost(err) && errors.Is(err, context.DeadlineExceeded) {
+	if err != nil && !errors.Is(err, lock.ErrLost) && errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%w (the lease runs out by itself)", err)
 	}
 	return err

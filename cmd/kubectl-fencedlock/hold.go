@@ -178,7 +178,7 @@ func startHold(o *options, name, identity string, g *lock.Grant) (int, error) {
 	defer func() { _ = readyR.Close() }()
 
 	cmd := exec.Command(exe, os.Args[1:]...)
-	cmd.Env = withEnv(os.Environ(), holdTokenEnv+"="+g.Token.String(), holdIdentityEnv+"="+identity)
+	cmd.Env = withEnv(os.Environ(), holdTokenEnv+"="+g.Token().String(), holdIdentityEnv+"="+identity)
 	// No stdout or stderr of the caller: $(kubectl fencedlock acquire --hold) would wait for them.
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devNull, logFile, logFile
 	cmd.ExtraFiles = []*os.File{readyW} // fd 3: "ready", or why not
@@ -247,9 +247,11 @@ func runRenewer(o *options, name, tok string) error {
 	}
 	defer func() { _ = state.Close() }() // holds the lock on the state file while this runs
 
-	kctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	g.KeepAlive(kctx, 0)
+	keepAlive, err := g.KeepAlive(context.Background(), 0)
+	if err != nil {
+		return fail(err)
+	}
+	defer keepAlive.Stop()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	fmt.Fprintln(ready, "ready")

@@ -28,7 +28,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
-	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/pkg/token"
 )
@@ -77,16 +76,16 @@ func TestSameUserHost(t *testing.T) {
 func TestWaitingForYourself(t *testing.T) {
 	t.Setenv("USER", "tester")
 	me, other := userHost()+"/1-aaaa", userHost()+"/2-bbbb"
-	got := heldMessage("ns", "l", me, 1, &lease.HeldError{Holder: other, Token: 7, Limit: 1}).Error()
+	got := heldMessage("ns", "l", me, 1, &lock.HeldError{Holder: other, Token: 7, Permits: 1}).Error()
 	want := fmt.Sprintf(`FencedLock ns/l is held by %q with token 7, another process of %s: if none of yours still needs it, `+
 		`release it with "kubectl fencedlock release l --fencing-token 7"`, other, userHost())
 	if got != want {
 		t.Errorf("held by another process of mine:\n got %s\nwant %s", got, want)
 	}
-	if got := heldMessage("ns", "l", me, 1, &lease.HeldError{Holder: "someone", Token: 7, Limit: 1}).Error(); strings.Contains(got, "another process") {
+	if got := heldMessage("ns", "l", me, 1, &lock.HeldError{Holder: "someone", Token: 7, Permits: 1}).Error(); strings.Contains(got, "another process") {
 		t.Errorf("held by someone else: %s", got)
 	}
-	got = heldMessage("ns", "l", me, 2, &lease.HeldError{Holders: []string{"a", other}, Token: 9, Limit: 2}).Error()
+	got = heldMessage("ns", "l", me, 2, &lock.HeldError{Holders: []string{"a", other}, Token: 9, Permits: 2}).Error()
 	if !strings.Contains(got, fmt.Sprintf(`by "a", %q (another process of %s)`, other, userHost())) {
 		t.Errorf("semaphore held by another process of mine: %s", got)
 	}

@@ -84,7 +84,7 @@ func (o *options) locker(name, identity string, opts ...lock.Option) (*lock.Lock
 		return nil, err
 	}
 	opts = append(opts, lock.WithIdentity(identityOr(identity)))
-	return lock.New(cs.CoordinationV1(), ns, name, opts...), nil
+	return lock.New(cs.CoordinationV1(), ns, name, opts...)
 }
 
 // completeLocks completes FencedLock names of the current namespace.

@@ -31,7 +31,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/lock"
 )
 
@@ -135,16 +134,19 @@ func runLocked(ctx context.Context, o *options, name string, argv []string, r ru
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(o.streams.ErrOut, "acquired %s with token %s%s\n", name, g.Token, permitNote(g.Permit(), permits))
-	kctx, stopKeepAlive := context.WithCancel(context.Background())
-	defer stopKeepAlive()
-	g.KeepAlive(kctx, 0)
+	fmt.Fprintf(o.streams.ErrOut, "acquired %s with token %s%s\n", name, g.Token(), permitNote(g.Permit(), permits))
+	keepAlive, err := g.KeepAlive(context.Background(), 0)
+	if err != nil {
+		releaseGrant(o, name, g)
+		return err
+	}
+	defer keepAlive.Stop()
 
-	env := withEnv(os.Environ(), envToken+"="+g.Token.String(), envPermit+"="+strconv.Itoa(g.Permit()), envLock+"="+name,
+	env := withEnv(os.Environ(), envToken+"="+g.Token().String(), envPermit+"="+strconv.Itoa(g.Permit()), envLock+"="+name,
 		envNamespace+"="+ns, envHolder+"="+g.Holder())
 	c, err := startChild(path, argv, env, o.streams)
 	if err != nil {
-		stopKeepAlive()
+		keepAlive.Stop()
 		releaseGrant(o, name, g)
 		return &exitError{code: exitCannotInvoke, err: fmt.Errorf("executing %s: %w", argv[0], err)}
 	}
@@ -169,19 +171,19 @@ func runLocked(ctx context.Context, o *options, name string, argv []string, r ru
 			done = true
 		}
 	}
-	stopKeepAlive()
+	keepAlive.Stop()
 	if lost {
 		return &exitError{code: r.lostCode, err: fmt.Errorf(
 			"lock %s was lost while the command ran (the command's %s): not reporting success", name, c.status)}
 	}
-	if err := releaseQuietly(g); lease.IsLost(err) {
+	if err := releaseQuietly(g); errors.Is(err, lock.ErrLost) {
 		// The lease ran out unnoticed (run was paused, say): the work ended without the lock.
 		return &exitError{code: r.lostCode, err: fmt.Errorf(
 			"lock %s was lost before the command finished (the command's %s): %w", name, c.status, err)}
 	} else if err != nil {
 		fmt.Fprintf(o.streams.ErrOut, "releasing %s: %v\n", name, err)
 	} else {
-		fmt.Fprintf(o.streams.ErrOut, "released %s (token %s)\n", name, g.Token)
+		fmt.Fprintf(o.streams.ErrOut, "released %s (token %s)\n", name, g.Token())
 	}
 	if c.status.signal != 0 {
 		return &exitError{code: 128 + int(c.status.signal), reraise: reraisable(c.status.signal)}

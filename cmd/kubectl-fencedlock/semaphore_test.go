@@ -28,6 +28,7 @@ import (
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/pkg/token"
 )
 
@@ -119,18 +120,18 @@ func TestSemaphoreState(t *testing.T) {
 func TestHeldMessage(t *testing.T) {
 	for _, c := range []struct {
 		permits int
-		h       lease.HeldError
+		err     error
 		want    string
 	}{
-		{1, lease.HeldError{Holder: "x", Token: 7, Limit: 1}, `FencedLock ns/l is held by "x" with token 7`},
-		{1, lease.HeldError{Holder: "me", Token: 7, Limit: 1}, `FencedLock ns/l is held by "me" with token 7`},
-		{1, lease.HeldError{Token: 7, Waiting: true, Limit: 1}, "FencedLock ns/l is free but goes to the waiters in its queue (token 7)"},
-		{3, lease.HeldError{Holders: []string{"a", "b", "c"}, Token: 9, Limit: 3}, `all 3 permits are held (by "a", "b", "c"; last token 9)`},
-		{3, lease.HeldError{Holder: "me", Token: 8}, `"me" holds a permit already (token 8)`},
-		{3, lease.HeldError{Token: 9, Waiting: true, Limit: 3}, "has a free permit, but it goes to the waiters in its queue"},
+		{1, &lock.HeldError{Holder: "x", Token: 7, Permits: 1}, `FencedLock ns/l is held by "x" with token 7`},
+		{1, &lock.HeldError{Holder: "me", Token: 7, Permits: 1}, `FencedLock ns/l is held by "me" with token 7`},
+		{1, &lock.ReservedError{Token: 7, Permits: 1}, "FencedLock ns/l is free but goes to the waiters in its queue (token 7)"},
+		{3, &lock.HeldError{Holders: []string{"a", "b", "c"}, Token: 9, Permits: 3}, `all 3 permits are held (by "a", "b", "c"; last token 9)`},
+		{3, &lock.HeldError{Holder: "me", Token: 8}, `"me" holds a permit already (token 8)`},
+		{3, &lock.ReservedError{Token: 9, Permits: 3}, "has a free permit, but it goes to the waiters in its queue"},
 	} {
-		if got := heldMessage("ns", "l", "me", c.permits, &c.h).Error(); !strings.Contains(got, c.want) {
-			t.Errorf("heldMessage(%d, %+v) = %q, want it to say %q", c.permits, c.h, got, c.want)
+		if got := heldMessage("ns", "l", "me", c.permits, c.err).Error(); !strings.Contains(got, c.want) {
+			t.Errorf("heldMessage(%d, %+v) = %q, want it to say %q", c.permits, c.err, got, c.want)
 		}
 	}
 }

@@ -67,14 +67,17 @@ func take(ctx context.Context, o *options, name, identity string, w waitOptions)
 	if permits, err = lockExists(ctx, cl, ns, name); err != nil {
 		return nil, 0, err
 	}
-	l := lock.New(cs.CoordinationV1(), ns, name, lock.WithIdentity(identity),
-		lock.WithWaitCallback(func(st lease.State) { waitingLine(o, name, identity, st) }))
+	l, err := lock.New(cs.CoordinationV1(), ns, name, lock.WithIdentity(identity),
+		lock.WithWaitCallback(func(st lock.Status) { waitingLine(o, name, identity, waitState(st)) }))
+	if err != nil {
+		return nil, 0, err
+	}
 	if w.noWait {
 		g, err := l.TryAcquire(ctx)
-		if h, ok := errors.AsType[*lease.HeldError](err); ok {
-			return nil, permits, &exitError{code: w.conflictCode, err: heldMessage(ns, name, identity, permits, h)}
+		if errors.Is(err, lock.ErrHeld) || errors.Is(err, lock.ErrReserved) {
+			return nil, permits, &exitError{code: w.conflictCode, err: heldMessage(ns, name, identity, permits, err)}
 		}
-		if errors.Is(err, lease.ErrNotInitialized) {
+		if errors.Is(err, lock.ErrNotInitialized) {
 			return nil, permits, &exitError{code: w.conflictCode, err: fmt.Errorf("FencedLock %s/%s: %w", ns, name, err)}
 		}
 		return g, permits, err
@@ -92,25 +95,32 @@ func take(ctx context.Context, o *options, name, identity string, w waitOptions)
 	return g, permits, err
 }
 
-// heldMessage says why --no-wait did not take the lock: who holds it (every permit of a
-// semaphore), or that its room goes to the queue.
-func heldMessage(ns, name, identity string, permits int, h *lease.HeldError) error {
+// heldMessage says why --no-wait did not take the lock, from TryAcquire's *lock.HeldError or
+// *lock.ReservedError: who holds it (every permit of a semaphore), or that its room goes to the
+// queue.
+func heldMessage(ns, name, identity string, permits int, err error) error {
+	if r, ok := errors.AsType[*lock.ReservedError](err); ok {
+		if permits > 1 || r.Permits > 1 {
+			return fmt.Errorf("FencedLock %s/%s has a free permit, but it goes to the waiters in its queue (last token %s); "+
+				"wait without --no-wait to join the queue", ns, name, r.Token)
+		}
+		return fmt.Errorf("FencedLock %s/%s is free but goes to the waiters in its queue (token %s); "+
+			"wait without --no-wait to join the queue", ns, name, r.Token)
+	}
+	h, ok := errors.AsType[*lock.HeldError](err)
+	if !ok {
+		return err
+	}
 	switch {
-	case h.Holder == identity && (permits > 1 || h.Limit > 1):
+	case h.Holder == identity && (permits > 1 || h.Permits > 1):
 		return fmt.Errorf("FencedLock %s/%s: %q holds a permit already (token %s), and an identity holds one permit "+
 			"at a time; use another --identity", ns, name, identity, h.Token)
 	case h.Holder != "":
 		return fmt.Errorf("FencedLock %s/%s is held by %q with token %s%s", ns, name, h.Holder, h.Token,
 			holderNote(name, identity, h.Holder, h.Token))
-	case len(h.Holders) > 0:
-		return fmt.Errorf("FencedLock %s/%s: all %d permits are held (by %s; last token %s)", ns, name, h.Limit,
-			strings.Join(quoted(identity, h.Holders), ", "), h.Token)
-	case permits > 1 || h.Limit > 1:
-		return fmt.Errorf("FencedLock %s/%s has a free permit, but it goes to the waiters in its queue (last token %s); "+
-			"wait without --no-wait to join the queue", ns, name, h.Token)
 	}
-	return fmt.Errorf("FencedLock %s/%s is free but goes to the waiters in its queue (token %s); "+
-		"wait without --no-wait to join the queue", ns, name, h.Token)
+	return fmt.Errorf("FencedLock %s/%s: all %d permits are held (by %s; last token %s)", ns, name, h.Permits,
+		strings.Join(quoted(identity, h.Holders), ", "), h.Token)
 }
 
 // quoted quotes holders, marking those that are other processes of identity's user and host.
@@ -165,6 +175,18 @@ func timedOut(cs kubernetes.Interface, ns, name, identity string, after time.Dur
 		return fmt.Errorf("%s: its Lease has no token yet (is the fencedlock manager running?)", prefix)
 	}
 	return fmt.Errorf("%s: it was free when the wait ended (%w)", prefix, waitErr)
+}
+
+// waitState is what a waiting Acquire saw, as the plugin describes a lock it reads from its Lease.
+func waitState(st lock.Status) lease.State {
+	s := lease.State{Token: st.Token, Limit: st.Permits, Semaphore: st.Permits > 1, Waiting: st.Queued}
+	for _, h := range st.Holders {
+		s.Permits = append(s.Permits, lease.Permit{Number: h.Permit, Holder: h.Identity, Token: h.Token})
+	}
+	if !s.Semaphore && len(s.Permits) == 1 {
+		s.Holder = s.Permits[0].Holder
+	}
+	return s
 }
 
 // waitingLine prints one progress line when Acquire finds the lock held.

@@ -25,6 +25,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -41,7 +42,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
-	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/pkg/token"
 )
@@ -130,27 +130,13 @@ func run(ctx context.Context, c config) int {
 		}
 		say(who, "was granted lock %s/%s: FENCING_TOKEN=%s (from %s)", c.namespace, c.lockName, tok, tokenSources(c))
 	default:
-		opts := []lock.Option{lock.WithWaitCallback(func(st lease.State) {
-			switch {
-			case st.Semaphore && st.Full():
-				say(who, "waiting: all %d permits of %s are held (by %s)", st.Limit, c.lockName, strings.Join(st.Holders(), ", "))
-			case st.Held() && !st.Semaphore:
-				say(who, "waiting: lock %s is held by %s (token %s)", c.lockName, st.Holder, st.Token)
-			}
-		})}
-		if c.identity != "" {
-			opts = append(opts, lock.WithIdentity(c.identity))
-		}
-		l := lock.New(cs.CoordinationV1(), c.namespace, c.lockName, opts...)
-		who = l.Identity()
-		if grant, err = l.Acquire(ctx); err != nil {
+		var keepAlive *lock.KeepAlive
+		if grant, keepAlive, err = acquire(ctx, cs, c, &who); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return exitError
 		}
-		tok = grant.Token
-		say(who, "acquired lock %s/%s with token %s (lease %s, permit %d)", c.namespace, c.lockName, tok, grant.Duration(),
-			grant.Permit())
-		grant.KeepAlive(ctx, 0)
+		defer keepAlive.Stop()
+		tok = grant.Token()
 	}
 	if c.work > 0 {
 		say(who, "working for %s...", c.work)
@@ -177,7 +163,7 @@ func run(ctx context.Context, c config) int {
 		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || strings.Contains(err.Error(), "denied the request") {
 			say(who, "write REFUSED by the API server:\n    %v", err)
 			if grant != nil {
-				if rerr := grant.Renew(ctx); lease.IsLost(rerr) {
+				if rerr := grant.Renew(ctx); errors.Is(rerr, lock.ErrLost) {
 					say(who, "I lost the lock: %v", rerr)
 				}
 			}
@@ -195,6 +181,42 @@ func run(ctx context.Context, c config) int {
 		say(who, "released lock %s", c.lockName)
 	}
 	return exitOK
+}
+
+// acquire waits for c's lock under c's identity (*who is set to the identity used), and keeps
+// the grant alive until the returned KeepAlive is stopped.
+func acquire(ctx context.Context, cs kubernetes.Interface, c config, who *string) (*lock.Grant, *lock.KeepAlive, error) {
+	opts := []lock.Option{lock.WithWaitCallback(func(st lock.Status) {
+		switch {
+		case st.Permits > 1 && st.Full():
+			holders := make([]string, len(st.Holders))
+			for i, h := range st.Holders {
+				holders[i] = h.Identity
+			}
+			say(*who, "waiting: all %d permits of %s are held (by %s)", st.Permits, c.lockName, strings.Join(holders, ", "))
+		case st.Full():
+			say(*who, "waiting: lock %s is held by %s (token %s)", c.lockName, st.Holders[0].Identity, st.Holders[0].Token)
+		}
+	})}
+	if c.identity != "" {
+		opts = append(opts, lock.WithIdentity(c.identity))
+	}
+	l, err := lock.New(cs.CoordinationV1(), c.namespace, c.lockName, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	*who = l.Identity()
+	grant, err := l.Acquire(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	say(*who, "acquired lock %s/%s with token %s (lease %s, permit %d)", c.namespace, c.lockName, grant.Token(),
+		grant.Duration(), grant.Permit())
+	keepAlive, err := grant.KeepAlive(ctx, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	return grant, keepAlive, nil
 }
 
 // tokenSources describes where the token came from; with both an environment variable and a

@@ -28,6 +28,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,7 +39,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
-	"github.com/fencedlock/fencedlock/pkg/lease"
 )
 
 func TestValidateIdentity(t *testing.T) {
@@ -62,29 +62,31 @@ func TestValidateIdentity(t *testing.T) {
 	}
 }
 
-// An invalid identity is refused before any API call, by every call of the Locker.
+// New refuses an invalid identity, before any API call.
 func TestInvalidIdentityMakesNoAPICall(t *testing.T) {
 	cs := fake.NewClientset()
-	l := New(cs.CoordinationV1(), "ns", "lock", WithIdentity("pod/x"))
-	if !errors.Is(l.Err(), ErrInvalidIdentity) {
-		t.Fatalf("Err() = %v", l.Err())
+	if l, err := New(cs.CoordinationV1(), "ns", "lock", WithIdentity("pod/x")); l != nil || !errors.Is(err, ErrInvalidIdentity) {
+		t.Errorf("New = %v, %v; want an ErrInvalidIdentity", l, err)
 	}
-	ctx := context.Background()
-	if _, err := l.TryAcquire(ctx); !errors.Is(err, ErrInvalidIdentity) {
-		t.Errorf("TryAcquire: %v", err)
-	}
-	if _, err := l.Acquire(ctx); !errors.Is(err, ErrInvalidIdentity) {
-		t.Errorf("Acquire: %v", err)
-	}
-	if _, err := l.Attach(ctx, 1); !errors.Is(err, ErrInvalidIdentity) {
-		t.Errorf("Attach: %v", err)
+	if _, err := New(cs.CoordinationV1(), "ns", ""); err == nil {
+		t.Error("New accepted an empty lock name")
 	}
 	if a := cs.Actions(); len(a) > 0 {
 		t.Errorf("API calls made: %v", a)
 	}
-	if l := New(cs.CoordinationV1(), "ns", "lock"); l.Err() != nil || l.Identity() == "" {
-		t.Errorf("default identity %q refused: %v", l.Identity(), l.Err())
+	if l, err := New(cs.CoordinationV1(), "ns", "lock"); err != nil || l.Identity() == "" {
+		t.Errorf("default identity refused: %v", err)
 	}
+}
+
+// newLocker is New in namespace ns for a test, which fails on its error.
+func newLocker(t *testing.T, cs *fake.Clientset, name string, opts ...Option) *Locker {
+	t.Helper()
+	l, err := New(cs.CoordinationV1(), "ns", name, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 func TestRetryable(t *testing.T) {
@@ -112,8 +114,10 @@ func TestRetryable(t *testing.T) {
 		{apierrors.NewUnauthorized("expired token"), false},
 		{apierrors.NewNotFound(leases, "x"), false},
 		{&url.Error{Op: "Get", URL: "https://api:6443", Err: x509.UnknownAuthorityError{}}, false},
-		{&lease.HeldError{Holder: "b", Token: 3}, false},
-		{lease.ErrNotInitialized, false},
+		{&HeldError{Holder: "b", Token: 3}, false},
+		{&ReservedError{Token: 3}, false},
+		{&LostError{Holder: "me", Token: 3}, false},
+		{ErrNotInitialized, false},
 		{errors.New("refusing to grant token 5: not above the lock's current token 7"), false},
 	} {
 		if got := retryable(wrap(c.err)); got != c.want {
@@ -127,7 +131,7 @@ func TestRetryable(t *testing.T) {
 func TestMissingLease(t *testing.T) {
 	ctx := context.Background()
 	cs := fake.NewClientset()
-	l := New(cs.CoordinationV1(), "ns", "lock", WithIdentity("me"))
+	l := newLocker(t, cs, "lock", WithIdentity("me"))
 	if _, err := l.TryAcquire(ctx); !errors.Is(err, ErrNoLease) {
 		t.Errorf("TryAcquire: %v", err)
 	}
@@ -141,8 +145,8 @@ func TestMissingLease(t *testing.T) {
 	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "leases"}, "lock", errors.New("changed"))
 	})
-	g := &Grant{locker: l, Token: 5, lease: held, lost: make(chan struct{})}
-	if err := g.Renew(ctx); !lease.IsLost(err) || !lease.IsLost(g.Err()) {
+	g := l.newGrant(held, 5, time.Now())
+	if err := g.Renew(ctx); !errors.Is(err, ErrLost) || !errors.Is(g.Err(), ErrLost) {
 		t.Errorf("Renew of a grant whose Lease is gone: %v (grant: %v)", err, g.Err())
 	}
 }

@@ -111,7 +111,7 @@ func TestSemaphorePermits(t *testing.T) {
 	ctx := context.Background()
 	cs := casClientset(t, semaphoreLease(2, "11"))
 	take := func(id string) (*Grant, error) {
-		return New(cs.CoordinationV1(), "ns", "pool", WithIdentity(id)).TryAcquire(ctx)
+		return newLocker(t, cs, "pool", WithIdentity(id)).TryAcquire(ctx)
 	}
 	a, err := take("a")
 	if err != nil {
@@ -121,15 +121,15 @@ func TestSemaphorePermits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Permit() != 1 || b.Permit() != 2 || a.Token <= 10 || b.Token <= a.Token {
+	if a.Permit() != 1 || b.Permit() != 2 || a.Token() <= 10 || b.Token() <= a.Token() {
 		t.Fatalf("grants a: permit %d token %s, b: permit %d token %s; want permits 1 and 2, tokens above 10 and rising",
-			a.Permit(), a.Token, b.Permit(), b.Token)
+			a.Permit(), a.Token(), b.Permit(), b.Token())
 	}
 	_, err = take("c")
-	if h, ok := errors.AsType[*lease.HeldError](err); !ok || len(h.Holders) != 2 || !strings.Contains(err.Error(), "all 2 permits") {
+	if h, ok := errors.AsType[*HeldError](err); !ok || len(h.Holders) != 2 || !strings.Contains(err.Error(), "all 2 permits") {
 		t.Fatalf("third TryAcquire: %v; want a HeldError naming both holders", err)
 	}
-	if _, err := take("a"); !lease.IsHeld(err) {
+	if _, err := take("a"); !errors.Is(err, ErrHeld) {
 		t.Fatalf("a second permit for identity a: %v; want a HeldError", err)
 	}
 	if err := b.Renew(ctx); err != nil {
@@ -139,10 +139,10 @@ func TestSemaphorePermits(t *testing.T) {
 		t.Fatalf("releasing permit 1: %v", err)
 	}
 	c, err := take("c")
-	if err != nil || c.Permit() != 1 || c.Token <= b.Token {
-		t.Fatalf("c after a released: %v (permit %d, token %s); want permit 1 with a token above %s", err, c.Permit(), c.Token, b.Token)
+	if err != nil || c.Permit() != 1 || c.Token() <= b.Token() {
+		t.Fatalf("c after a released: %v (permit %d, token %s); want permit 1 with a token above %s", err, c.Permit(), c.Token(), b.Token())
 	}
-	if err := a.Renew(ctx); !lease.IsLost(err) {
+	if err := a.Renew(ctx); !errors.Is(err, ErrLost) {
 		t.Errorf("a renews its released permit 1, now c's: %v; want a LostError", err)
 	}
 	if err := b.Renew(ctx); err != nil {
@@ -155,7 +155,7 @@ func TestSemaphorePermits(t *testing.T) {
 func TestPermitRenumbered(t *testing.T) {
 	ctx := context.Background()
 	cs := casClientset(t, semaphoreLease(2, "13", permit(2, "me", 12, 0, time.Now())))
-	g, err := New(cs.CoordinationV1(), "ns", "pool", WithIdentity("me")).Attach(ctx, 12)
+	g, err := newLocker(t, cs, "pool", WithIdentity("me")).Attach(ctx, 12)
 	if err != nil || g.Permit() != 2 {
 		t.Fatalf("Attach: %v, permit %d; want permit 2", err, g.Permit())
 	}
@@ -177,13 +177,13 @@ func TestUnsureGrantOnSemaphore(t *testing.T) {
 	sent := time.Date(2026, 1, 2, 3, 4, 5, 678901000, time.UTC)
 	cur := semaphoreLease(2, "13", permit(1, "me", 11, 0, sent), permit(2, "other", 12, 0, sent))
 	cs := casClientset(t, cur, queueLease())
-	l := New(cs.CoordinationV1(), "ns", "pool", WithIdentity("me"))
+	l := newLocker(t, cs, "pool", WithIdentity("me"))
 	g, err := l.attempt(context.Background(), &acquisition{unsure: map[token.Token]time.Time{11: sent}}, cur)
 	if err != nil || g == nil {
 		t.Fatalf("attempt = %v, %v; want the grant the lost write made", g, err)
 	}
-	if g.Token != 11 || g.Permit() != 1 {
-		t.Errorf("grant token %s permit %d; want token 11 on permit 1", g.Token, g.Permit())
+	if g.Token() != 11 || g.Permit() != 1 {
+		t.Errorf("grant token %s permit %d; want token 11 on permit 1", g.Token(), g.Permit())
 	}
 	if n := writes(cs); n != 0 {
 		t.Errorf("%d writes; want none", n)
@@ -196,13 +196,13 @@ func TestServedOnSemaphore(t *testing.T) {
 	cur := semaphoreLease(2, "14", permit(1, "later", 13, 0, now), permit(2, "me", 11, 7, now))
 	cur.Annotations[locksv1alpha1.TicketAnnotation] = "7"
 	cs := casClientset(t, cur, queueLease())
-	l := New(cs.CoordinationV1(), "ns", "pool", WithIdentity("me"))
+	l := newLocker(t, cs, "pool", WithIdentity("me"))
 	g, err := l.attempt(context.Background(), &acquisition{ticket: 7, queue: locksv1alpha1.QueueLeaseName(lockUID)}, cur)
 	if err != nil || g == nil {
 		t.Fatalf("attempt = %v, %v; want the grant of ticket 7", g, err)
 	}
-	if g.Token != 11 || g.Permit() != 2 {
-		t.Errorf("grant token %s permit %d; want token 11 on permit 2", g.Token, g.Permit())
+	if g.Token() != 11 || g.Permit() != 2 {
+		t.Errorf("grant token %s permit %d; want token 11 on permit 2", g.Token(), g.Permit())
 	}
 }
 
@@ -210,8 +210,8 @@ func TestServedOnSemaphore(t *testing.T) {
 func TestNoSecondPermitQueued(t *testing.T) {
 	cur := semaphoreLease(3, "11", permit(1, "me", 11, 0, time.Now()))
 	cs := casClientset(t, cur, queueLease())
-	var seen []lease.State
-	l := New(cs.CoordinationV1(), "ns", "pool", WithIdentity("me"), WithWaitCallback(func(st lease.State) { seen = append(seen, st) }))
+	var seen []Status
+	l := newLocker(t, cs, "pool", WithIdentity("me"), WithWaitCallback(func(st Status) { seen = append(seen, st) }))
 	a := &acquisition{}
 	g, err := l.attempt(context.Background(), a, cur)
 	if g != nil || err != nil || a.ticket != 0 {
@@ -234,15 +234,15 @@ func TestWaitCallbackOnSemaphore(t *testing.T) {
 	oneLeft.Annotations[locksv1alpha1.WaitingAnnotation] = "true"
 	full.Annotations[locksv1alpha1.WaitingAnnotation] = "true"
 	cs := casClientset(t, full, queueLease())
-	var seen []lease.State
-	l := New(cs.CoordinationV1(), "ns", "pool", WithIdentity("me"), WithWaitCallback(func(st lease.State) { seen = append(seen, st) }))
+	var seen []Status
+	l := newLocker(t, cs, "pool", WithIdentity("me"), WithWaitCallback(func(st Status) { seen = append(seen, st) }))
 	a := &acquisition{ticket: 5, queue: locksv1alpha1.QueueLeaseName(lockUID)}
 	for _, cur := range []*coordinationv1.Lease{full, full, oneLeft} {
 		if g, err := l.attempt(context.Background(), a, cur); g != nil || err != nil {
 			t.Fatalf("attempt = %v, %v; want to keep waiting", g, err)
 		}
 	}
-	if len(seen) != 2 || len(seen[0].Permits) != 2 || len(seen[1].Permits) != 1 {
+	if len(seen) != 2 || len(seen[0].Holders) != 2 || len(seen[1].Holders) != 1 || !seen[1].Queued || seen[1].Ahead < 0 {
 		t.Errorf("wait callback saw %d states; want the full semaphore, then one permit held", len(seen))
 	}
 }
@@ -254,11 +254,11 @@ func TestHeldErrorOfQueuedWaiter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := heldError(st); !strings.Contains(e.Error(), `all 2 permits of the lock are held (by "a", "b"; last token 12)`) {
+	if e := heldError(st); !errors.Is(e, ErrHeld) || !strings.Contains(e.Error(), `all 2 permits of the lock are held (by "a", "b"; last token 12)`) {
 		t.Errorf("full semaphore: %v", e)
 	}
 	st, _ = lease.Read(semaphoreLease(2, "13", permit(2, "b", 12, 0, now)))
-	if e := heldError(st); !e.Waiting || e.Holder != "" || !strings.Contains(e.Error(), "waiters are queued") {
+	if e, ok := heldError(st).(*ReservedError); !ok || e.Pod || !strings.Contains(e.Error(), "waiters are queued") {
 		t.Errorf("semaphore with room: %v", e)
 	}
 	lk := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{locksv1alpha1.TokenAnnotation: "9"}}}

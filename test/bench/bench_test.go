@@ -40,12 +40,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/internal/lockhook"
 	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/pkg/token"
@@ -163,7 +165,16 @@ func (b *bench) ensureLocks(names []string) {
 }
 
 func (b *bench) locker(name, id string) *lock.Locker {
-	return lock.New(b.cs.CoordinationV1(), b.ns, name, lock.WithIdentity(id))
+	return b.newLocker(b.cs.CoordinationV1(), name, lock.WithIdentity(id))
+}
+
+// newLocker is lock.New in b's namespace; an error ends the benchmark.
+func (b *bench) newLocker(leases coordinationv1client.LeasesGetter, name string, opts ...lock.Option) *lock.Locker {
+	l, err := lock.New(leases, b.ns, name, opts...)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return l
 }
 
 // rawCAS is the floor: a bare Lease update conditioned on its resourceVersion.
@@ -200,8 +211,8 @@ func (b *bench) handover(floor stats) {
 	lockers := [2]*lock.Locker{}
 	waiting := make(chan struct{}, 1)
 	for i := range lockers {
-		lockers[i] = lock.New(b.cs.CoordinationV1(), b.ns, "handover", lock.WithIdentity(fmt.Sprintf("h%d", i)),
-			lock.WithWaitCallback(func(lease.State) {
+		lockers[i] = b.newLocker(b.cs.CoordinationV1(), "handover", lock.WithIdentity(fmt.Sprintf("h%d", i)),
+			lock.WithWaitCallback(func(lock.Status) {
 				select {
 				case waiting <- struct{}{}:
 				default:
@@ -366,7 +377,7 @@ func (b *bench) cycles() {
 		var wg sync.WaitGroup
 		cc := &conflictCounter{LeasesGetter: b.cs.CoordinationV1()}
 		for c := range clients {
-			l := lock.New(cc, b.ns, names[c%locks], append([]lock.Option{lock.WithIdentity(fmt.Sprintf("c%d", c))}, opts...)...)
+			l := b.newLocker(cc, names[c%locks], append([]lock.Option{lock.WithIdentity(fmt.Sprintf("c%d", c))}, opts...)...)
 			wg.Go(func() {
 				for ctx.Err() == nil {
 					g, err := l.Acquire(ctx)
@@ -437,7 +448,7 @@ func (b *bench) cycles() {
 		}
 	}
 	for _, n := range []int{4, 16} {
-		r := run(1, n, lock.WithoutQueue())
+		r := run(1, n, lockhook.WithoutQueue[lock.Option]())
 		b.rep.add(fmt.Sprintf("3. before the queue: %d clients herding (WithoutQueue)", n), fmt.Sprintf("%.0f cycles/s", r.rate),
 			fmt.Sprintf("%.0f%% of CAS/s / 2", 100*r.rate/bound), "", nil)
 		b.rep.add(fmt.Sprintf("3. before the queue: API requests per grant, %d clients herding", n),
@@ -589,12 +600,12 @@ func (b *bench) fenceCost(floor stats) {
 	before := b.mgr.requests(b.t)
 	api0, mgr0 := apiText(), b.mgr.metricsText(b.t)
 	// Only the Cached writes call the webhook in this phase: the deltas below are theirs.
-	phase1 := measure(target{cm("plain", nil), g.Token}, target{cm("cached", fencedBy("fenced")), g.Token},
-		target{cm("policy-only", map[string]string{policyLabel: ""}), g.Token})
+	phase1 := measure(target{cm("plain", nil), g.Token()}, target{cm("cached", fencedBy("fenced")), g.Token()},
+		target{cm("policy-only", map[string]string{policyLabel: ""}), g.Token()})
 	plain, fenced, policy := phase1[0], phase1[1], phase1[2]
 	api1, mgr1 := apiText(), b.mgr.metricsText(b.t)
 	during := diff(before, b.mgr.requests(b.t))
-	strict := measure(target{cm("strict", fencedBy("strict")), gs.Token})[0]
+	strict := measure(target{cm("strict", fencedBy("strict")), gs.Token()})[0]
 	ok := float64(fenced.p50) <= 1.3*float64(plain.p50)
 	b.rep.add("4. unfenced ConfigMap update", fmt.Sprintf("p50 %s, p99 %s", ms(plain.p50), ms(plain.p99)),
 		fmt.Sprintf("%.2fx CAS p50", float64(plain.p50)/float64(floor.p50)), "", nil)
@@ -617,10 +628,10 @@ func (b *bench) fenceCost(floor stats) {
 
 	req := webhook.Request{Operation: "UPDATE", Object: "configmaps bench/cached",
 		Old: &metav1.ObjectMeta{Labels: map[string]string{locksv1alpha1.FencedByLabel: "fenced"},
-			Annotations: map[string]string{locksv1alpha1.RecordedTokenAnnotation: g.Token.String()}},
+			Annotations: map[string]string{locksv1alpha1.RecordedTokenAnnotation: g.Token().String()}},
 		New: &metav1.ObjectMeta{Labels: map[string]string{locksv1alpha1.FencedByLabel: "fenced"},
-			Annotations: map[string]string{locksv1alpha1.RecordedTokenAnnotation: g.Token.String()}}}
-	lk := webhook.Lock{Key: "bench/fenced", Found: true, LeaseFound: true, Lease: lease.State{Holder: "writer", Token: g.Token}}
+			Annotations: map[string]string{locksv1alpha1.RecordedTokenAnnotation: g.Token().String()}}}
+	lk := webhook.Lock{Key: "bench/fenced", Found: true, LeaseFound: true, Lease: lease.State{Holder: "writer", Token: g.Token()}}
 	res := testing.Benchmark(func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

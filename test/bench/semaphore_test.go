@@ -292,7 +292,7 @@ func (b *bench) semRun(name string, clients int, warm, dur time.Duration) semRes
 	var wg sync.WaitGroup
 	for c := range clients {
 		cl := &clientLeases{LeasesGetter: b.cs.CoordinationV1(), c: wc}
-		l := lock.New(cl, b.ns, name, lock.WithIdentity(fmt.Sprintf("s%d", c)))
+		l := b.newLocker(cl, name, lock.WithIdentity(fmt.Sprintf("s%d", c)))
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				called := time.Now()
@@ -311,7 +311,7 @@ func (b *bench) semRun(name string, clients int, warm, dur time.Duration) semRes
 				}
 				released := time.Now()
 				mu.Lock()
-				grants = append(grants, semGrant{client: c, tok: g.Token, called: called, got: got, releasing: releasing, released: released})
+				grants = append(grants, semGrant{client: c, tok: g.Token(), called: called, got: got, releasing: releasing, released: released})
 				mu.Unlock()
 			}
 		})
@@ -425,8 +425,10 @@ func (b *bench) semFence() {
 		if err != nil {
 			b.t.Fatal(err)
 		}
-		g.KeepAlive(b.ctx, 0) // the measurement outlasts a lease duration
-		return g.Token
+		if _, err := g.KeepAlive(b.ctx, 0); err != nil { // the measurement outlasts a lease duration
+			b.t.Fatal(err)
+		}
+		return g.Token()
 	}
 	type target struct {
 		name, fencedBy string

@@ -258,20 +258,20 @@ func (c *campaign) setup(lk string) {
 	Eventually(func() error {
 		var err error
 		call := time.Now().UnixNano()
-		g, err = lock.New(clientset.CoordinationV1(), c.ns, lk, lock.WithIdentity("setup")).TryAcquire(ctx)
+		g, err = util.NewLocker(clientset.CoordinationV1(), c.ns, lk, lock.WithIdentity("setup")).TryAcquire(ctx)
 		if err == nil {
-			c.record(lk, lincheck.Op{Client: 0, Kind: lincheck.Acquire, Token: uint64(g.Token), Outcome: lincheck.OK,
+			c.record(lk, lincheck.Op{Client: 0, Kind: lincheck.Acquire, Token: uint64(g.Token()), Outcome: lincheck.OK,
 				Call: call, Return: time.Now().UnixNano()})
 		}
 		return err
 	}, time.Minute, 100*time.Millisecond).Should(Succeed())
 	meta := metav1.ObjectMeta{Namespace: c.ns, Labels: map[string]string{locksv1alpha1.FencedByLabel: lk},
-		Annotations: map[string]string{locksv1alpha1.TokenAnnotation: g.Token.String()}}
+		Annotations: map[string]string{locksv1alpha1.TokenAnnotation: g.Token().String()}}
 	cm := &corev1.ConfigMap{ObjectMeta: *meta.DeepCopy(), Data: map[string]string{"v": "setup"}}
 	cm.Name = lk + "-cm"
 	call := time.Now().UnixNano()
 	Expect(k8sClient.Create(ctx, cm)).To(Succeed())
-	c.record(lk, lincheck.Op{Kind: lincheck.Write, Object: "configmaps/" + c.ns + "/" + cm.Name, Token: uint64(g.Token), Value: "setup",
+	c.record(lk, lincheck.Op{Kind: lincheck.Write, Object: "configmaps/" + c.ns + "/" + cm.Name, Token: uint64(g.Token()), Value: "setup",
 		Outcome: lincheck.OK, Call: call, Return: time.Now().UnixNano()})
 	sb := &unstructured.Unstructured{}
 	sb.SetAPIVersion("example.fencedlock.io/v1")
@@ -286,12 +286,12 @@ func (c *campaign) setup(lk string) {
 		call = time.Now().UnixNano()
 		return k8sClient.Create(ctx, sb.DeepCopy())
 	}, time.Minute, 200*time.Millisecond).Should(Succeed())
-	c.record(lk, lincheck.Op{Kind: lincheck.Write, Object: "settlementbatches/" + c.ns + "/" + sb.GetName(), Token: uint64(g.Token), Value: "setup",
+	c.record(lk, lincheck.Op{Kind: lincheck.Write, Object: "settlementbatches/" + c.ns + "/" + sb.GetName(), Token: uint64(g.Token()), Value: "setup",
 		Outcome: lincheck.OK, Call: call, Return: time.Now().UnixNano()})
 	call = time.Now().UnixNano()
 	Expect(g.Release(ctx)).To(Succeed())
 	// On a semaphore the release frees a permit the checker would otherwise count as held.
-	c.record(lk, lincheck.Op{Kind: lincheck.Release, Token: uint64(g.Token), Outcome: lincheck.OK, Call: call,
+	c.record(lk, lincheck.Op{Kind: lincheck.Release, Token: uint64(g.Token()), Outcome: lincheck.OK, Call: call,
 		Return: time.Now().UnixNano()})
 }
 

@@ -41,6 +41,7 @@ import (
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lock"
+	"github.com/fencedlock/fencedlock/test/util"
 )
 
 var _ = Describe("The install (config/default) in the cluster", func() {
@@ -162,7 +163,7 @@ var _ = Describe("The manager's two replicas", func() {
 		By("a fenced ConfigMap under a held lock, and a superseded token")
 		Expect(k8sClient.Create(ctx, &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"},
 			Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: 120}})).To(Succeed())
-		l := lock.New(clientset.CoordinationV1(), ns, "probe", lock.WithIdentity("e2e-prober"))
+		l := util.NewLocker(clientset.CoordinationV1(), ns, "probe", lock.WithIdentity("e2e-prober"))
 		actx, cancelA := context.WithTimeout(ctx, time.Minute)
 		defer cancelA()
 		old, err := l.Acquire(actx)
@@ -173,7 +174,7 @@ var _ = Describe("The manager's two replicas", func() {
 		defer func() { _ = cur.Release(ctx) }()
 		Expect(k8sClient.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe",
 			Labels:      map[string]string{locksv1alpha1.FencedByLabel: "probe"},
-			Annotations: map[string]string{locksv1alpha1.TokenAnnotation: cur.Token.String()}}})).To(Succeed())
+			Annotations: map[string]string{locksv1alpha1.TokenAnnotation: cur.Token().String()}}})).To(Succeed())
 
 		By("the sample Job's pods taking the lock in turn")
 		job := installSamples(ns, 15)
@@ -188,7 +189,7 @@ var _ = Describe("The manager's two replicas", func() {
 			g.Expect(granted).To(BeNumerically(">=", 1))
 		}, 2*time.Minute, 100*time.Millisecond).Should(Succeed(), "no pod of the Job was granted the lock")
 
-		stopProber := fenceProber(ns, uint64(cur.Token), uint64(old.Token), 50*time.Millisecond)
+		stopProber := fenceProber(ns, uint64(cur.Token()), uint64(old.Token()), 50*time.Millisecond)
 		time.Sleep(time.Second) // a baseline before the kill
 
 		By("killing the leader (SIGKILL: its leader-election Lease is not released)")
@@ -229,7 +230,7 @@ var _ = Describe("The manager's two replicas", func() {
 		var firstFail, lastFail time.Time
 		for _, r := range results {
 			if r.stale {
-				Expect(r.err).To(HaveOccurred(), "a write with superseded token %d was admitted at %s", old.Token, r.at.Format(time.StampMilli))
+				Expect(r.err).To(HaveOccurred(), "a write with superseded token %d was admitted at %s", old.Token(), r.at.Format(time.StampMilli))
 				continue
 			}
 			current++

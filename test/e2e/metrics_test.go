@@ -48,6 +48,7 @@ import (
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lock"
+	"github.com/fencedlock/fencedlock/test/util"
 )
 
 const (
@@ -148,7 +149,7 @@ func lockActivity() {
 	ns := newNamespace()
 	Expect(k8sClient.Create(ctx, &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "metrics"},
 		Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: 60}})).To(Succeed())
-	l := lock.New(clientset.CoordinationV1(), ns, "metrics", lock.WithIdentity("e2e-metrics"))
+	l := util.NewLocker(clientset.CoordinationV1(), ns, "metrics", lock.WithIdentity("e2e-metrics"))
 	actx, cancelA := context.WithTimeout(ctx, time.Minute)
 	defer cancelA()
 	first, err := l.Acquire(actx)
@@ -158,7 +159,7 @@ func lockActivity() {
 	Expect(err).NotTo(HaveOccurred())
 	err = k8sClient.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stale",
 		Labels:      map[string]string{locksv1alpha1.FencedByLabel: "metrics"},
-		Annotations: map[string]string{locksv1alpha1.TokenAnnotation: first.Token.String()}}})
+		Annotations: map[string]string{locksv1alpha1.TokenAnnotation: first.Token().String()}}})
 	Expect(answeredByFence(err)).To(BeTrue(), "a write with a superseded token: %v", err)
 	pod := probePod(ns)
 	pod.Labels[locksv1alpha1.LockLabel] = "metrics"

@@ -33,6 +33,7 @@ import (
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lock"
+	"github.com/fencedlock/fencedlock/test/util"
 )
 
 // The namespace controller deletes a namespace's objects in no particular order: the FencedLock
@@ -43,7 +44,7 @@ var _ = Describe("Deleting a namespace that holds fenced objects", func() {
 		ns := newNamespace()
 		Expect(k8sClient.Create(ctx, &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ledger"},
 			Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: 15}})).To(Succeed())
-		l := lock.New(clientset.CoordinationV1(), ns, "ledger", lock.WithIdentity("e2e-writer"))
+		l := util.NewLocker(clientset.CoordinationV1(), ns, "ledger", lock.WithIdentity("e2e-writer"))
 		ctxT, cancelT := context.WithTimeout(ctx, 30*time.Second)
 		defer cancelT()
 		first, err := l.Acquire(ctxT)
@@ -51,7 +52,7 @@ var _ = Describe("Deleting a namespace that holds fenced objects", func() {
 		cm := func(name string, finalizers ...string) *corev1.ConfigMap {
 			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Finalizers: finalizers,
 				Labels:      map[string]string{locksv1alpha1.FencedByLabel: "ledger"},
-				Annotations: map[string]string{locksv1alpha1.TokenAnnotation: first.Token.String()}},
+				Annotations: map[string]string{locksv1alpha1.TokenAnnotation: first.Token().String()}},
 				Data: map[string]string{"balance": "1"}}
 		}
 		for _, o := range []*corev1.ConfigMap{cm("stale-1"), cm("stale-2"), cm("held", "example.com/cleanup")} {

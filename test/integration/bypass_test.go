@@ -82,7 +82,7 @@ var _ = Describe("No way around the fence", func() {
 		newLock(ns, "settlement", 15)
 		gb, err := locker(ns, "settlement", "worker-b").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		b = gb.Token
+		b = gb.Token()
 	})
 
 	It("judges a write only by the token it presents: nothing is inherited from the stored object", func() {
@@ -119,11 +119,11 @@ var _ = Describe("No way around the fence", func() {
 		newLock(ns, "short", 1)
 		gs, err := locker(ns, "short", "sleeper").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "short-cm", "short", gs.Token, "1"))).To(Succeed())
+		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "short-cm", "short", gs.Token(), "1"))).To(Succeed())
 		Eventually(func() string {
 			return getLease(ns, "short").Annotations[locksv1alpha1.RevokedTokenAnnotation]
-		}, 10*time.Second, 50*time.Millisecond).Should(Equal(gs.Token.String()), "the controller revokes the unrenewed grant")
-		patch := mergePatch(`{"metadata":{"annotations":{%q:%q}},"data":{"balance":"late"}}`, locksv1alpha1.TokenAnnotation, gs.Token)
+		}, 10*time.Second, 50*time.Millisecond).Should(Equal(gs.Token().String()), "the controller revokes the unrenewed grant")
+		patch := mergePatch(`{"metadata":{"annotations":{%q:%q}},"data":{"balance":"late"}}`, locksv1alpha1.TokenAnnotation, gs.Token())
 		deniedWith(k8sClient.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "short-cm"}}, patch),
 			"revoked by the controller because its lease expired")
 	})
@@ -322,7 +322,7 @@ var _ = Describe("No way around the fence", func() {
 		Expect(g.Release(ctx)).To(Succeed())
 		c, err := locker(ns, "settlement", "worker-c").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(writeCM(ns, "ledger", (c.Token + 1000).String(), "forged")).To(HaveOccurred())
+		Expect(writeCM(ns, "ledger", (c.Token() + 1000).String(), "forged")).To(HaveOccurred())
 		Expect(writeCM(ns, "ledger", b.String(), "stale")).To(HaveOccurred())
 		Expect(writeCM(ns, "ledger", "1", "older")).To(HaveOccurred())
 		Expect(k8sClient.Delete(ctx, fencedConfigMap(ns, "ledger", "settlement", b, ""))).To(HaveOccurred())
@@ -335,7 +335,7 @@ var _ = Describe("No way around the fence", func() {
 					notes[e.Action] = e.Reason + ": " + e.Note
 				}
 			}
-			g.Expect(notes).To(HaveKeyWithValue("DenyUpdate token="+(c.Token+1000).String(), HavePrefix("ForgedToken")))
+			g.Expect(notes).To(HaveKeyWithValue("DenyUpdate token="+(c.Token()+1000).String(), HavePrefix("ForgedToken")))
 			g.Expect(notes).To(HaveKeyWithValue("DenyUpdate token="+b.String(), ContainSubstring("with token "+b.String())))
 			g.Expect(notes).To(HaveKeyWithValue("DenyUpdate token=1", HavePrefix("StaleToken")))
 			g.Expect(notes).To(HaveKeyWithValue("DenyDelete token="+b.String(), ContainSubstring("stamp the object")))

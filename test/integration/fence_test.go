@@ -104,11 +104,11 @@ var _ = Describe("The fence", func() {
 		newLock(ns, "settlement", 15)
 		ga, err := locker(ns, "settlement", "worker-a").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		a = ga.Token
+		a = ga.Token()
 		Expect(ga.Release(ctx)).To(Succeed())
 		gb, err := locker(ns, "settlement", "worker-b").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		b = gb.Token
+		b = gb.Token()
 	})
 
 	It("refuses a stale write to a ConfigMap and keeps the current holder's data", func() {
@@ -204,7 +204,7 @@ var _ = Describe("The fence", func() {
 		deniedWith(k8sClient.Delete(ctx, fencedConfigMap(ns, "old", "settlement", b, "")), "was last written with token "+b.String())
 
 		By("worker c stamps the object with its token, then deletes it with a resourceVersion precondition")
-		Expect(writeCM(ns, "old", c.Token.String(), "closed")).To(Succeed())
+		Expect(writeCM(ns, "old", c.Token().String(), "closed")).To(Succeed())
 		cm := &corev1.ConfigMap{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "old"}, cm)).To(Succeed())
 		Expect(k8sClient.Delete(ctx, cm, client.Preconditions{ResourceVersion: &cm.ResourceVersion})).To(Succeed())
@@ -251,9 +251,9 @@ var _ = Describe("The fence", func() {
 			return cl
 		}
 		Eventually(func() error {
-			return as("alice").Create(ctx, fencedConfigMap(ns, "bound", "settlement", alice.Token, "alice's"))
+			return as("alice").Create(ctx, fencedConfigMap(ns, "bound", "settlement", alice.Token(), "alice's"))
 		}).Should(Succeed())
-		deniedWith(as("mallory").Create(ctx, fencedConfigMap(ns, "stolen", "settlement", alice.Token, "x")),
+		deniedWith(as("mallory").Create(ctx, fencedConfigMap(ns, "stolen", "settlement", alice.Token(), "x")),
 			"a token copied to another principal cannot be used")
 
 		By("a pod holder must write with its own service-account token (pod-uid claim)")

@@ -163,7 +163,7 @@ var _ = Describe("Go client robustness", func() {
 			newLock(ns, "reserved", 15)
 			for _, id := range []string{"pod/x", locksv1alpha1.PodHolderIdentity("worker-0", "uid-1"), ""} {
 				f := &flakyLeases{}
-				l := lock.New(flakyGetter{f}, ns, "reserved", lock.WithIdentity(id))
+				l := util.NewLocker(flakyGetter{f}, ns, "reserved", lock.WithIdentity(id))
 				_, err := l.TryAcquire(ctx)
 				Expect(err).To(HaveOccurred(), "TryAcquire as %q", id)
 				actx, acancel := context.WithTimeout(ctx, 2*time.Second)
@@ -218,7 +218,7 @@ var _ = Describe("Go client robustness", func() {
 			errs := make(chan error, 1)
 			go func() {
 				defer GinkgoRecover()
-				g, err := lock.New(flakyGetter{f}, ns, "flaky", lock.WithIdentity("b")).Acquire(ctx)
+				g, err := util.NewLocker(flakyGetter{f}, ns, "flaky", lock.WithIdentity("b")).Acquire(ctx)
 				if err != nil {
 					errs <- err
 					return
@@ -244,7 +244,7 @@ var _ = Describe("Go client robustness", func() {
 			case <-time.After(20 * time.Second):
 				Fail("Acquire did not return")
 			}
-			Expect(b.Token).To(BeNumerically(">", a.Token))
+			Expect(b.Token()).To(BeNumerically(">", a.Token()))
 			Expect(f.count("list")).To(BeNumerically(">=", 6))
 			Expect(b.Release(ctx)).To(Succeed())
 		})
@@ -258,14 +258,14 @@ var _ = Describe("Go client robustness", func() {
 			before := getLease(ns, "lost-response")
 			actx, acancel := context.WithTimeout(ctx, 10*time.Second)
 			defer acancel()
-			g, err := lock.New(flakyGetter{f}, ns, "lost-response", lock.WithIdentity("c")).Acquire(actx)
+			g, err := util.NewLocker(flakyGetter{f}, ns, "lost-response", lock.WithIdentity("c")).Acquire(actx)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(f.count("update")).To(Equal(1), "granted again instead of recognizing its own grant")
 			st, err := lease.Read(getLease(ns, "lost-response"))
 			Expect(err).NotTo(HaveOccurred())
 			Expect(st.Holder).To(Equal("c"))
-			Expect(st.Token).To(Equal(g.Token))
-			Expect(g.Token.String()).To(Equal(before.ResourceVersion))
+			Expect(st.Token).To(Equal(g.Token()))
+			Expect(g.Token().String()).To(Equal(before.ResourceVersion))
 			Expect(g.Renew(ctx)).To(Succeed())
 			Expect(g.Release(ctx)).To(Succeed())
 		})
@@ -287,7 +287,7 @@ var _ = Describe("Go client robustness", func() {
 			got := make(chan *lock.Grant, 1)
 			go func() {
 				defer GinkgoRecover()
-				g, err := lock.New(flakyGetter{f}, ns, "same-id", lock.WithIdentity("c")).Acquire(actx)
+				g, err := util.NewLocker(flakyGetter{f}, ns, "same-id", lock.WithIdentity("c")).Acquire(actx)
 				Expect(err).NotTo(HaveOccurred())
 				got <- g
 			}()
@@ -295,7 +295,7 @@ var _ = Describe("Go client robustness", func() {
 			Expect(other.Release(ctx)).To(Succeed())
 			var g *lock.Grant
 			Eventually(got, 5*time.Second).Should(Receive(&g))
-			Expect(g.Token).To(BeNumerically(">", other.Token), "a grant of its own, with a higher token")
+			Expect(g.Token()).To(BeNumerically(">", other.Token()), "a grant of its own, with a higher token")
 		})
 
 		It("Acquire returns at once on errors that do not heal", func() {
@@ -307,7 +307,7 @@ var _ = Describe("Go client robustness", func() {
 			} {
 				f := &flakyLeases{lists: []error{err}}
 				start := time.Now()
-				_, got := lock.New(flakyGetter{f}, ns, "denied", lock.WithIdentity("d")).Acquire(ctx)
+				_, got := util.NewLocker(flakyGetter{f}, ns, "denied", lock.WithIdentity("d")).Acquire(ctx)
 				Expect(got).To(HaveOccurred())
 				Expect(strings.Contains(got.Error(), err.Error())).To(BeTrue(), "%v", got)
 				Expect(time.Since(start)).To(BeNumerically("<", time.Second))
@@ -324,7 +324,7 @@ var _ = Describe("Go client robustness", func() {
 			f := &flakyLeases{lists: refused}
 			actx, acancel := context.WithTimeout(ctx, time.Second)
 			defer acancel()
-			_, err := lock.New(flakyGetter{f}, ns, "down", lock.WithIdentity("e")).Acquire(actx)
+			_, err := util.NewLocker(flakyGetter{f}, ns, "down", lock.WithIdentity("e")).Acquire(actx)
 			Expect(errors.Is(err, context.DeadlineExceeded)).To(BeTrue(), "%v", err)
 			Expect(err.Error()).To(ContainSubstring("connection refused"))
 			// A bounded backoff: a few attempts in a second, not a busy loop.
@@ -353,7 +353,7 @@ var _ = Describe("Go client robustness", func() {
 				return l.Spec.RenewTime.Time
 			}
 			first := renewTime()
-			g.KeepAlive(kctx, 0)
+			Expect(g.KeepAlive(kctx, 0)).NotTo(BeNil())
 			Eventually(renewTime, 5*time.Second, 50*time.Millisecond).Should(BeTemporally(">", first))
 			Consistently(g.Lost(), "1s").ShouldNot(BeClosed())
 			kcancel()

@@ -36,6 +36,7 @@ import (
 	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/pkg/token"
+	"github.com/fencedlock/fencedlock/test/util"
 )
 
 func newNamespace() string {
@@ -56,7 +57,7 @@ func newLock(ns, name string, leaseSeconds int32) {
 }
 
 func locker(ns, name, id string) *lock.Locker {
-	return lock.New(clientset.CoordinationV1(), ns, name, lock.WithIdentity(id))
+	return util.NewLocker(clientset.CoordinationV1(), ns, name, lock.WithIdentity(id))
 }
 
 var _ = Describe("Go client", func() {
@@ -67,7 +68,7 @@ var _ = Describe("Go client", func() {
 		Expect(err).NotTo(HaveOccurred())
 
 		_, err = locker(ns, "jobs", "b").TryAcquire(ctx)
-		Expect(lease.IsHeld(err)).To(BeTrue(), "TryAcquire on a held lock: %v", err)
+		Expect(errors.Is(err, lock.ErrHeld)).To(BeTrue(), "TryAcquire on a held lock: %v", err)
 
 		got := make(chan *lock.Grant, 1)
 		go func() {
@@ -82,11 +83,11 @@ var _ = Describe("Go client", func() {
 		Expect(a.Release(ctx)).To(Succeed())
 		var b *lock.Grant
 		Eventually(got, 10*time.Second).Should(Receive(&b))
-		Expect(b.Token).To(BeNumerically(">", a.Token))
+		Expect(b.Token()).To(BeNumerically(">", a.Token()))
 
 		By("the old holder can neither renew nor release any more")
-		Expect(lease.IsLost(a.Renew(ctx))).To(BeTrue())
-		Expect(lease.IsLost(a.Release(ctx))).To(BeTrue())
+		Expect(errors.Is(a.Renew(ctx), lock.ErrLost)).To(BeTrue())
+		Expect(errors.Is(a.Release(ctx), lock.ErrLost)).To(BeTrue())
 		Expect(b.Release(ctx)).To(Succeed())
 	})
 
@@ -171,7 +172,7 @@ var _ = Describe("Go client", func() {
 					mu.Lock()
 					Expect(holding).To(BeEmpty(), "%s acquired while %s held the lock", id, holding)
 					holding = id
-					tokens = append(tokens, g.Token)
+					tokens = append(tokens, g.Token())
 					mu.Unlock()
 					time.Sleep(time.Millisecond)
 					mu.Lock()
@@ -202,15 +203,15 @@ var _ = Describe("Go client", func() {
 			return st.Holder
 		}, 10*time.Second, 10*time.Millisecond).Should(BeEmpty())
 		Expect(time.Since(start)).To(BeNumerically(">=", 900*time.Millisecond), "revoked before the lease ran out")
-		Expect(lease.IsLost(idle.Renew(ctx))).To(BeTrue())
+		Expect(errors.Is(idle.Renew(ctx), lock.ErrLost)).To(BeTrue())
 		Expect(idle.Lost()).To(BeClosed())
 
 		kept, err := locker(ns, "short", "kept").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(kept.Token).To(BeNumerically(">", idle.Token))
+		Expect(kept.Token()).To(BeNumerically(">", idle.Token()))
 		kctx, kcancel := context.WithCancel(ctx)
 		defer kcancel()
-		kept.KeepAlive(kctx, 0)
+		Expect(kept.KeepAlive(kctx, 0)).NotTo(BeNil())
 		Consistently(kept.Lost(), "3s").ShouldNot(BeClosed())
 		Expect(kept.Release(ctx)).To(Succeed())
 	})

@@ -138,7 +138,7 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 		g, err := locker(ns, name, identity).TryAcquire(ctx)
 		ExpectWithOffset(1, err).NotTo(HaveOccurred())
 		kctx, stop := context.WithCancel(ctx)
-		g.KeepAlive(kctx, 0)
+		Expect(g.KeepAlive(kctx, 0)).NotTo(BeNil())
 		DeferCleanup(func() { stop(); _ = g.Release(ctx) })
 		return g
 	}
@@ -259,7 +259,7 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 		It("tells a lock that is busy (--no-wait) or still busy at --timeout apart from the command's status, and says who holds it", func() {
 			newLock(ns, "busy", 15)
 			g := holdBy("busy", "other")
-			held := fmt.Sprintf(`held by "other" with token %s`, g.Token)
+			held := fmt.Sprintf(`held by "other" with token %s`, g.Token())
 
 			_, stderr := exits(124, "run", "busy", "--no-wait", "--", "true")
 			Expect(stderr).To(ContainSubstring(held))
@@ -364,14 +364,14 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 		It("renews and releases by token only the grants of this user and host: anyone else's needs --identity", func() {
 			newLock(ns, "theirs", 15)
 			g := holdBy("theirs", "alice@elsewhere/1-abcd")
-			_, stderr := exits(1, "release", "theirs", "--fencing-token", g.Token.String())
+			_, stderr := exits(1, "release", "theirs", "--fencing-token", g.Token().String())
 			Expect(stderr).To(ContainSubstring(fmt.Sprintf(`token %s is held by "alice@elsewhere/1-abcd", not by a process of tester@%s`,
-				g.Token, host)))
+				g.Token(), host)))
 			h, _ := holder("theirs")
 			Expect(h).To(Equal("alice@elsewhere/1-abcd"))
 			_, stderr = exits(1, "renew", "theirs", "--fencing-token", "999999")
 			Expect(stderr).To(ContainSubstring("no grant with token 999999 is held"))
-			exits(0, "release", "theirs", "--fencing-token", g.Token.String(), "--identity", "alice@elsewhere/1-abcd")
+			exits(0, "release", "theirs", "--fencing-token", g.Token().String(), "--identity", "alice@elsewhere/1-abcd")
 			h, _ = holder("theirs")
 			Expect(h).To(BeEmpty())
 		})

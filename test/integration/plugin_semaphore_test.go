@@ -66,7 +66,7 @@ var _ = Describe("kubectl fencedlock on a semaphore", Ordered, func() {
 		f := strings.Fields(out)
 		Expect(f).To(HaveLen(2), out)
 		Expect(f[0]).To(Equal("2"), "h1 holds permit 1")
-		Expect(tokenOf(f[1])).To(BeNumerically(">", h1.Token))
+		Expect(tokenOf(f[1])).To(BeNumerically(">", h1.Token()))
 		Expect(errOut).To(ContainSubstring("acquired pool with token " + f[1] + ", permit 2 of 2"))
 
 		tok, errOut := runOK("acquire", "pool", "--identity", "shell", "--no-wait")
@@ -75,7 +75,7 @@ var _ = Describe("kubectl fencedlock on a semaphore", Ordered, func() {
 
 		table, _ := runOK("get", "pool")
 		Expect(table).To(MatchRegexp(`pool\s+2/2\s+` + tok + `\s`))
-		Expect(table).To(MatchRegexp(`permit 1\s+h1\s+` + h1.Token.String() + `\s`))
+		Expect(table).To(MatchRegexp(`permit 1\s+h1\s+` + h1.Token().String() + `\s`))
 		Expect(table).To(MatchRegexp(`permit 2\s+shell\s+` + tok + `\s`))
 
 		s := plugin("acquire", "pool", "--identity", "other", "--no-wait")
@@ -107,7 +107,7 @@ var _ = Describe("kubectl fencedlock on a semaphore", Ordered, func() {
 		Expect(h2.Release(ctx)).To(Succeed())
 		Eventually(cli.Out, 10*time.Second).Should(gbytes.Say(`2 \d+\n`))
 		cliTok := tokenOf(regexp.MustCompile(`2 (\d+)`).FindStringSubmatch(string(cli.Out.Contents()))[1])
-		Expect(cliTok).To(BeNumerically(">", h2.Token))
+		Expect(cliTok).To(BeNumerically(">", h2.Token()))
 		Consistently(gotGo, 500*time.Millisecond).ShouldNot(Receive(), "the Go client is behind the CLI")
 
 		By("the CLI's release, when its command ends, hands permit 2 to the Go client")
@@ -115,7 +115,7 @@ var _ = Describe("kubectl fencedlock on a semaphore", Ordered, func() {
 		var g *lock.Grant
 		Eventually(gotGo, 10*time.Second).Should(Receive(&g))
 		Expect(g.Permit()).To(Equal(2))
-		Expect(g.Token).To(BeNumerically(">", cliTok))
+		Expect(g.Token()).To(BeNumerically(">", cliTok))
 		Expect(h1.Release(ctx)).To(Succeed())
 		Expect(g.Release(ctx)).To(Succeed())
 	})

@@ -152,8 +152,8 @@ var _ = Describe("The worked example's functions on contended locks", func() {
 		rv := stopHolder(sess, stop)
 		var g *lock.Grant
 		Eventually(got, 10*time.Second).Should(Receive(&g))
-		Expect(g.Token.String()).To(Equal(rv), "the token is the resourceVersion the shell's release was conditioned on")
-		Expect(g.Token).To(BeNumerically(">", shellTok))
+		Expect(g.Token().String()).To(Equal(rv), "the token is the resourceVersion the shell's release was conditioned on")
+		Expect(g.Token()).To(BeNumerically(">", shellTok))
 		st := leaseState(ns, "ledger")
 		Expect(st.Holder).To(Equal("go-waiter"))
 		Expect(st.Waiting).To(BeFalse(), "nobody else waits: the release cleared the mark")
@@ -241,7 +241,7 @@ var _ = Describe("The worked example's functions on contended locks", func() {
 		rv := stopHolder(sess, stop)
 		var g *lock.Grant
 		Eventually(got, 10*time.Second).Should(Receive(&g))
-		Expect(g.Token.String()).To(Equal(rv))
+		Expect(g.Token().String()).To(Equal(rv))
 		Expect(g.Release(ctx)).To(Succeed())
 	})
 
@@ -253,7 +253,7 @@ var _ = Describe("The worked example's functions on contended locks", func() {
 		sh := newShell(ns)
 		holder, err := locker(ns, "ledger", "go-holder").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		holder.KeepAlive(ctx, 0)
+		Expect(holder.KeepAlive(ctx, 0)).NotTo(BeNil())
 
 		By("the shell's grant is refused and it joins the queue; its beats outlive the lease duration")
 		waiter, err := gexec.Start(sh.command("ledger", "shell/waiter",
@@ -280,7 +280,7 @@ release`), GinkgoWriter, GinkgoWriter)
 		By("a shell waiter that leaves removes its entry and writes fencedlock.io/left")
 		again, err := locker(ns, "ledger", "go-holder").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		again.KeepAlive(ctx, 0)
+		Expect(again.KeepAlive(ctx, 0)).NotTo(BeNil())
 		out, code := sh.run("ledger", "shell/quitter", `join; echo "ticket $TICKET"; leave`)
 		Expect(code).To(BeZero(), out)
 		Expect(queueOf(ns, "ledger").Waiters).To(BeEmpty())

@@ -18,6 +18,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -98,7 +99,7 @@ var _ = Describe("One queue for every holder", func() {
 
 		By("TryAcquire never queues: it is refused and the queue is unchanged")
 		_, err = locker(ns, "ledger", "impatient").TryAcquire(ctx)
-		Expect(lease.IsHeld(err)).To(BeTrue(), "%v", err)
+		Expect(errors.Is(err, lock.ErrHeld)).To(BeTrue(), "%v", err)
 		Expect(queueOf(ns, "ledger").Waiting(leaseState(ns, "ledger").Served)).To(HaveLen(3))
 
 		By("the release grants client-a in the same write")
@@ -108,7 +109,7 @@ var _ = Describe("One queue for every holder", func() {
 		Eventually(gotA, 10*time.Second).Should(Receive(&a))
 		st := leaseState(ns, "ledger")
 		Expect(st.Holder).To(Equal("client-a"))
-		Expect(a.Token.String()).To(Equal(before), "the releasing write granted it: the token is the resourceVersion it was conditioned on")
+		Expect(a.Token().String()).To(Equal(before), "the releasing write granted it: the token is the resourceVersion it was conditioned on")
 
 		By("client-a's release keeps the lock for the pod, which the controller grants; client-b keeps waiting")
 		Expect(a.Release(ctx)).To(Succeed())
@@ -117,7 +118,7 @@ var _ = Describe("One queue for every holder", func() {
 		Expect(leaseState(ns, "ledger").Holder).To(Equal(podID))
 		podTok, err := token.Parse(getPodAnnotations(ns, "pod-p")[locksv1alpha1.TokenAnnotation])
 		Expect(err).NotTo(HaveOccurred())
-		Expect(podTok).To(BeNumerically(">", a.Token))
+		Expect(podTok).To(BeNumerically(">", a.Token()))
 		Consistently(gotB, 300*time.Millisecond).ShouldNot(Receive())
 
 		By("the pod finishes: the controller's release grants client-b")
@@ -126,7 +127,7 @@ var _ = Describe("One queue for every holder", func() {
 		Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
 		var b *lock.Grant
 		Eventually(gotB, 10*time.Second).Should(Receive(&b))
-		Expect(b.Token).To(BeNumerically(">", podTok))
+		Expect(b.Token()).To(BeNumerically(">", podTok))
 		Expect(b.Release(ctx)).To(Succeed())
 		Eventually(func() int32 { return lockStatus(ns, "ledger").WaitingCount }, 10*time.Second).Should(BeZero())
 	})
@@ -136,7 +137,7 @@ var _ = Describe("One queue for every holder", func() {
 		newLock(ns, "stream", 2)
 		holder, err := locker(ns, "stream", "holder").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		holder.KeepAlive(ctx, 0)
+		Expect(holder.KeepAlive(ctx, 0)).NotTo(BeNil())
 
 		By("a waiter whose context ends leaves")
 		wctx, cancel := context.WithCancel(ctx)
@@ -190,7 +191,7 @@ var _ = Describe("One queue for every holder", func() {
 
 		By("a release computed from the Lease and queue read before it left fails its compare-and-swap")
 		_, err = lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, staleLease, func(next *coordinationv1.Lease) error {
-			h, err := lease.Release(next, "holder", holder.Token, &staleQueue, time.Now())
+			h, err := lease.Release(next, "holder", holder.Token(), &staleQueue, time.Now())
 			Expect(h.To).NotTo(BeNil(), "the stale queue still names the waiter")
 			return err
 		})
@@ -208,7 +209,7 @@ var _ = Describe("One queue for every holder", func() {
 		newLock(ns, "dead", 2) // lease.Window(2 s): a waiter unseen for 2 s is dead
 		holder, err := locker(ns, "dead", "holder").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		holder.KeepAlive(ctx, 0)
+		Expect(holder.KeepAlive(ctx, 0)).NotTo(BeNil())
 		injectWaiter := func(id string) {
 			ql := getLease(ns, lease.QueueOf(getLease(ns, "dead")))
 			_, err := lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, ql, func(next *coordinationv1.Lease) error {
@@ -231,7 +232,7 @@ var _ = Describe("One queue for every holder", func() {
 		Expect(holder.Release(ctx)).To(Succeed())
 		var g *lock.Grant
 		Eventually(gotLive, 10*time.Second).Should(Receive(&g))
-		Expect(g.Token.String()).To(Equal(before), "granted in the release write: the dead waiter was never granted")
+		Expect(g.Token().String()).To(Equal(before), "granted in the release write: the dead waiter was never granted")
 
 		By("a waiter that dies just before the release is granted, and revoked within the detection window")
 		injectWaiter("died-late") // the manager sees it now: judged dead 2 s from now

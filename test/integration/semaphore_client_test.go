@@ -61,18 +61,18 @@ var _ = Describe("Semaphore, Go client", func() {
 		b, err := locker(ns, "pool", "b").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect([]int{a.Permit(), b.Permit()}).To(Equal([]int{1, 2}))
-		Expect(a.Token).To(BeNumerically(">", earlier))
-		Expect(b.Token).To(BeNumerically(">", a.Token), "every permit's token is above every earlier token of the lock")
+		Expect(a.Token()).To(BeNumerically(">", earlier))
+		Expect(b.Token()).To(BeNumerically(">", a.Token()), "every permit's token is above every earlier token of the lock")
 		st := leaseState(ns, "pool")
 		Expect(st.Holders()).To(Equal([]string{"a", "b"}))
-		Expect(st.Token).To(Equal(b.Token))
+		Expect(st.Token).To(Equal(b.Token()))
 
 		By("a third is refused by TryAcquire, and a second permit for one identity too")
 		_, err = locker(ns, "pool", "c").TryAcquire(ctx)
-		Expect(lease.IsHeld(err)).To(BeTrue(), "%v", err)
+		Expect(errors.Is(err, lock.ErrHeld)).To(BeTrue(), "%v", err)
 		Expect(err.Error()).To(ContainSubstring("all 2 permits"))
 		_, err = locker(ns, "pool", "a").TryAcquire(ctx)
-		Expect(lease.IsHeld(err)).To(BeTrue(), "%v", err)
+		Expect(errors.Is(err, lock.ErrHeld)).To(BeTrue(), "%v", err)
 
 		By("Acquire queues; both holders renew independently")
 		gotC, failedC := acquireAsync(ctx, locker(ns, "pool", "c"))
@@ -96,12 +96,12 @@ var _ = Describe("Semaphore, Go client", func() {
 		var c *lock.Grant
 		Eventually(gotC, 10*time.Second).Should(Receive(&c))
 		Consistently(failedC).ShouldNot(Receive())
-		Expect(c.Token).To(Equal(served.Token))
+		Expect(c.Token()).To(Equal(served.Token))
 		Expect(c.Permit()).To(Equal(2))
-		Expect(c.Token).To(BeNumerically(">", b.Token))
+		Expect(c.Token()).To(BeNumerically(">", b.Token()))
 
 		By("b's grant is gone; a's and c's go on")
-		Expect(lease.IsLost(b.Renew(ctx))).To(BeTrue())
+		Expect(errors.Is(b.Renew(ctx), lock.ErrLost)).To(BeTrue())
 		Expect(a.Renew(ctx)).To(Succeed())
 		Expect(c.Renew(ctx)).To(Succeed())
 		Expect(a.Release(ctx)).To(Succeed())
@@ -141,7 +141,7 @@ var _ = Describe("Semaphore, Go client", func() {
 		Expect(w1.Release(ctx)).To(Succeed())
 		Eventually(gots[2], 10*time.Second).Should(Receive(&w3))
 		Expect(w3.Permit()).To(Equal(2))
-		tokens := []token.Token{h1.Token, h2.Token, h3.Token, w1.Token, w2.Token, w3.Token}
+		tokens := []token.Token{h1.Token(), h2.Token(), h3.Token(), w1.Token(), w2.Token(), w3.Token()}
 		for i := 1; i < len(tokens); i++ {
 			Expect(tokens[i]).To(BeNumerically(">", tokens[i-1]), "grants in queue order, each token above the last: %v", tokens)
 		}
@@ -159,16 +159,16 @@ var _ = Describe("Semaphore, Go client", func() {
 		Expect(err).NotTo(HaveOccurred())
 		kctx, kcancel := context.WithCancel(ctx)
 		defer kcancel()
-		kept.KeepAlive(kctx, 0)
+		Expect(kept.KeepAlive(kctx, 0)).NotTo(BeNil())
 		// idle renews far too late (every 4 s on a 1 s lease): the manager revokes its permit first,
 		// and its first renewal finds it gone.
-		idle.KeepAlive(kctx, 4*time.Second)
+		Expect(idle.KeepAlive(kctx, 4*time.Second)).NotTo(BeNil())
 		start := time.Now()
 		Eventually(func() []string { return leaseState(ns, "short").Holders() }, 10*time.Second, 10*time.Millisecond).
 			Should(Equal([]string{"kept"}))
 		Expect(time.Since(start)).To(BeNumerically(">=", 900*time.Millisecond), "revoked before the lease ran out")
 		Eventually(idle.Lost(), 10*time.Second).Should(BeClosed())
-		lost, ok := errors.AsType[*lease.LostError](idle.Err())
+		lost, ok := errors.AsType[*lock.LostError](idle.Err())
 		Expect(ok).To(BeTrue(), "%v", idle.Err())
 		Expect(lost.Revoked).To(BeTrue(), "the manager recorded the revoked token: %v", lost)
 		Expect(kept.Lost()).NotTo(BeClosed())

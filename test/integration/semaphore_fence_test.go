@@ -18,6 +18,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -60,7 +61,7 @@ func writeWith(ns, name string, tok token.Token, data string) error {
 // renewUntilPaused renews g until the returned function is called: the holder "pauses" then.
 func renewUntilPaused(g *lock.Grant) (pause func()) {
 	kctx, stop := context.WithCancel(ctx)
-	g.KeepAlive(kctx, 0)
+	Expect(g.KeepAlive(kctx, 0)).NotTo(BeNil())
 	DeferCleanup(stop)
 	return stop
 }
@@ -77,21 +78,21 @@ var _ = Describe("The fence of a semaphore", func() {
 		b, err := locker(ns, "pool", "worker-b").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		renewUntilPaused(b)
-		Expect(b.Token).To(BeNumerically(">", a.Token))
+		Expect(b.Token()).To(BeNumerically(">", a.Token()))
 		_, err = locker(ns, "pool", "worker-c").TryAcquire(ctx)
-		Expect(lease.IsHeld(err)).To(BeTrue(), "a third holder finds both permits held: %v", err)
+		Expect(errors.Is(err, lock.ErrHeld)).To(BeTrue(), "a third holder finds both permits held: %v", err)
 
 		By("both write the same ConfigMap, in either order")
-		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "pool", b.Token, "b1"))).To(Succeed())
-		Expect(writeWith(ns, "ledger", a.Token, "a1")).To(Succeed(), "the lower held token after the higher one wrote")
-		Expect(writeWith(ns, "ledger", b.Token, "b2")).To(Succeed())
-		Expect(writeWith(ns, "ledger", a.Token, "a2")).To(Succeed())
+		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "pool", b.Token(), "b1"))).To(Succeed())
+		Expect(writeWith(ns, "ledger", a.Token(), "a1")).To(Succeed(), "the lower held token after the higher one wrote")
+		Expect(writeWith(ns, "ledger", b.Token(), "b2")).To(Succeed())
+		Expect(writeWith(ns, "ledger", a.Token(), "a2")).To(Succeed())
 		Expect(balance(ns)).To(Equal("a2"))
-		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "a-notes", "pool", a.Token, "a's"))).To(Succeed())
+		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "a-notes", "pool", a.Token(), "a's"))).To(Succeed())
 
 		By("a never-issued token is refused")
-		deniedWith(writeWith(ns, "ledger", b.Token+1_000_000, "forged"),
-			fmt.Sprintf("fencing token %s for semaphore %s/pool was never issued", b.Token+1_000_000, ns))
+		deniedWith(writeWith(ns, "ledger", b.Token()+1_000_000, "forged"),
+			fmt.Sprintf("fencing token %s for semaphore %s/pool was never issued", b.Token()+1_000_000, ns))
 
 		By("a third holder queues; holder a pauses, the manager revokes its permit and hands it to c")
 		cGot := make(chan *lock.Grant, 1)
@@ -119,26 +120,26 @@ var _ = Describe("The fence of a semaphore", func() {
 		renewUntilPaused(c)
 		st, err := lease.Read(getLease(ns, "pool"))
 		Expect(err).NotTo(HaveOccurred())
-		Expect(st.RevokedToken).To(Equal(a.Token), "the manager revoked a's permit")
-		Expect(c.Token).To(BeNumerically(">", b.Token))
+		Expect(st.RevokedToken).To(Equal(a.Token()), "the manager revoked a's permit")
+		Expect(c.Token()).To(BeNumerically(">", b.Token()))
 
 		By("the paused holder's write is refused: its permit is no longer held")
-		deniedWith(writeWith(ns, "ledger", a.Token, "a3 after the pause"), fmt.Sprintf(
+		deniedWith(writeWith(ns, "ledger", a.Token(), "a3 after the pause"), fmt.Sprintf(
 			"fencing token %s of semaphore %s/pool is no longer held (revoked by the controller because its lease expired); "+
-				"2 of 2 permits are held now, with tokens ", a.Token, ns))
+				"2 of 2 permits are held now, with tokens ", a.Token(), ns))
 		Expect(balance(ns)).To(Equal("a2"))
 
 		By("once the new holder wrote, the paused holder is refused for that too; b, still holding, is admitted")
-		Expect(writeWith(ns, "ledger", c.Token, "c1")).To(Succeed())
-		deniedWith(writeWith(ns, "ledger", a.Token, "a4"),
-			fmt.Sprintf("and the object was already written with token %s", c.Token))
-		Expect(writeWith(ns, "ledger", b.Token, "b3")).To(Succeed(), "a held token below the object's")
+		Expect(writeWith(ns, "ledger", c.Token(), "c1")).To(Succeed())
+		deniedWith(writeWith(ns, "ledger", a.Token(), "a4"),
+			fmt.Sprintf("and the object was already written with token %s", c.Token()))
+		Expect(writeWith(ns, "ledger", b.Token(), "b3")).To(Succeed(), "a held token below the object's")
 		Expect(balance(ns)).To(Equal("b3"))
 
 		By("what a wrote can be deleted only after a holder stamped it with its own permit's token")
 		notes := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a-notes"}}
 		deniedWith(k8sClient.Delete(ctx, notes), "stamp the object with the token of a permit you hold")
-		Expect(writeWith(ns, "a-notes", b.Token, "closed by b")).To(Succeed())
+		Expect(writeWith(ns, "a-notes", b.Token(), "closed by b")).To(Succeed())
 		Expect(k8sClient.Delete(ctx, notes)).To(Succeed())
 	})
 
@@ -149,7 +150,7 @@ var _ = Describe("The fence of a semaphore", func() {
 		Expect(err).NotTo(HaveOccurred())
 		other, err := locker(ns, "pool", "other").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "pool", steady.Token, "0"))).To(Succeed())
+		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "pool", steady.Token(), "0"))).To(Succeed())
 
 		// Each round grants the free permit and writes at once with its token, above the token the
 		// webhook's cache last saw unless the grant's watch event arrived first. Such a write is
@@ -166,14 +167,14 @@ var _ = Describe("The fence of a semaphore", func() {
 			rounds++
 			g, err := locker(ns, "pool", fmt.Sprintf("round-%d", rounds)).TryAcquire(ctx)
 			Expect(err).NotTo(HaveOccurred())
-			Expect(writeWith(ns, "ledger", g.Token, fmt.Sprint(rounds))).To(Succeed(), "round %d, token %s", rounds, g.Token)
+			Expect(writeWith(ns, "ledger", g.Token(), fmt.Sprint(rounds))).To(Succeed(), "round %d, token %s", rounds, g.Token())
 			Expect(g.Release(ctx)).To(Succeed())
 		}
 		lagged := confirm() - before
 		GinkgoWriter.Printf("%d rounds; %v writes met a lagging cache and were confirmed live\n", rounds, lagged)
 		Expect(lagged).To(BeNumerically(">=", 2), "too few writes met a lagging cache in %d rounds: the case was not exercised", rounds)
-		Expect(writeWith(ns, "ledger", steady.Token, "steady")).To(Succeed(), "the steady holder, below the object's token")
-		Expect(writeWith(ns, "ledger", other.Token, "other")).To(Succeed())
+		Expect(writeWith(ns, "ledger", steady.Token(), "steady")).To(Succeed(), "the steady holder, below the object's token")
+		Expect(writeWith(ns, "ledger", other.Token(), "other")).To(Succeed())
 	})
 
 	It("binds each permit's token to its holder's principal when holderBinding is on", func() {
@@ -199,20 +200,20 @@ var _ = Describe("The fence of a semaphore", func() {
 
 		By("bob presents alice's token: refused once the fence sees holderBinding")
 		Eventually(func() error {
-			return as("bob").Create(ctx, fencedConfigMap(ns, "ledger", "pool", alice.Token, "bob with alice's token"))
+			return as("bob").Create(ctx, fencedConfigMap(ns, "ledger", "pool", alice.Token(), "bob with alice's token"))
 		}).Should(MatchError(ContainSubstring(fmt.Sprintf(
-			"requires writes by the holder of the permit with token %s, alice/laptop-1", alice.Token))))
+			"requires writes by the holder of the permit with token %s, alice/laptop-1", alice.Token()))))
 
 		By("each holder writes with its own token, in either order")
-		Expect(as("alice").Create(ctx, fencedConfigMap(ns, "ledger", "pool", alice.Token, "alice"))).To(Succeed())
-		Expect(write("bob", bob.Token, "bob")).To(Succeed())
-		Expect(write("alice", alice.Token, "alice again")).To(Succeed())
-		deniedWith(write("alice", bob.Token, "alice with bob's token"), "a token copied to another principal cannot be used")
+		Expect(as("alice").Create(ctx, fencedConfigMap(ns, "ledger", "pool", alice.Token(), "alice"))).To(Succeed())
+		Expect(write("bob", bob.Token(), "bob")).To(Succeed())
+		Expect(write("alice", alice.Token(), "alice again")).To(Succeed())
+		deniedWith(write("alice", bob.Token(), "alice with bob's token"), "a token copied to another principal cannot be used")
 
 		By("only the holder of the permit that wrote the object last deletes it; another stamps it first")
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ledger"}}
 		deniedWith(as("bob").Delete(ctx, cm), "alice/laptop-1")
-		Expect(write("bob", bob.Token, "closed by bob")).To(Succeed())
+		Expect(write("bob", bob.Token(), "closed by bob")).To(Succeed())
 		Expect(as("bob").Delete(ctx, cm)).To(Succeed())
 	})
 })

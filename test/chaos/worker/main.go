@@ -112,7 +112,10 @@ func main() {
 	}
 	w.use(w.lk, w.cm, w.sb)
 	deadline := time.Now().Add(*duration)
-	l := lock.New(w.cs.CoordinationV1(), w.ns, w.lk, lock.WithIdentity(fmt.Sprintf("worker-%d-%d", w.id, os.Getpid())))
+	l, err := lock.New(w.cs.CoordinationV1(), w.ns, w.lk, lock.WithIdentity(fmt.Sprintf("worker-%d-%d", w.id, os.Getpid())))
+	if err != nil {
+		fail(err)
+	}
 	for i := 0; i < *iterations && time.Now().Before(deadline); i++ {
 		w.clientRound(l, deadline)
 	}
@@ -166,12 +169,14 @@ func (w *worker) clientRound(l *lock.Locker, deadline time.Time) {
 		time.Sleep(100 * time.Millisecond)
 		return
 	}
-	w.record(lincheck.Op{Kind: lincheck.Acquire, Token: uint64(g.Token), Outcome: lincheck.OK, Call: call, Return: now()})
-	kctx, stop := context.WithCancel(ctx)
-	g.KeepAlive(kctx, 0)
+	w.record(lincheck.Op{Kind: lincheck.Acquire, Token: uint64(g.Token()), Outcome: lincheck.OK, Call: call, Return: now()})
+	keepAlive, err := g.KeepAlive(ctx, 0)
+	if err != nil {
+		fail(err)
+	}
 	time.Sleep(w.writeDelay)
-	w.writeAndRead(g.Token)
-	stop()
+	w.writeAndRead(g.Token())
+	keepAlive.Stop()
 	call = now()
 	rctx, rcancel := context.WithTimeout(context.Background(), w.opTimeout)
 	err = g.Release(rctx)
@@ -180,7 +185,7 @@ func (w *worker) clientRound(l *lock.Locker, deadline time.Time) {
 	if err != nil {
 		out = lincheck.Unknown
 	}
-	w.record(lincheck.Op{Kind: lincheck.Release, Token: uint64(g.Token), Outcome: out, Call: call, Return: now()})
+	w.record(lincheck.Op{Kind: lincheck.Release, Token: uint64(g.Token()), Outcome: out, Call: call, Return: now()})
 }
 
 // exitMissingToken is a pod's exit status when it was ungated without a token for every lock it

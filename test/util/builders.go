@@ -1,0 +1,148 @@
+/*
+Copyright 2026 The fencedlock Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package util
+
+import (
+	"context"
+	"time"
+
+	"github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega" //nolint:staticcheck // the builders assert as the suites do
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/pkg/lock"
+)
+
+// Kit builds and reads the objects the test suites share (namespaces, FencedLocks, Leases, pods
+// and Go clients) against one API server. Its methods fail the running spec on errors.
+type Kit struct {
+	Ctx    context.Context
+	Client client.Client
+	Leases coordinationv1client.LeasesGetter
+	// Prefix starts the name of every namespace it creates ("it-", "ctrl-", "e2e-").
+	Prefix string
+}
+
+// NewNamespace creates a namespace with a generated name and returns the name.
+func (k Kit) NewNamespace() string {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: k.Prefix}}
+	ExpectWithOffset(1, k.Client.Create(k.Ctx, ns)).To(Succeed())
+	return ns.Name
+}
+
+// LeaseSeconds sets a FencedLock's spec.leaseDurationSeconds, for NewLock.
+func LeaseSeconds(s int32) func(*locksv1alpha1.FencedLock) {
+	return func(fl *locksv1alpha1.FencedLock) { fl.Spec.LeaseDurationSeconds = s }
+}
+
+// Permits sets a FencedLock's spec.permits, for NewLock.
+func Permits(n int32) func(*locksv1alpha1.FencedLock) {
+	return func(fl *locksv1alpha1.FencedLock) { fl.Spec.Permits = n }
+}
+
+// NewLock creates FencedLock ns/name, changed by the non-nil mutate functions, and waits until
+// it is Ready (its Lease exists and is initialized).
+func (k Kit) NewLock(ns, name string, mutate ...func(*locksv1alpha1.FencedLock)) *locksv1alpha1.FencedLock {
+	fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	for _, m := range mutate {
+		if m != nil {
+			m(fl)
+		}
+	}
+	ExpectWithOffset(1, k.Client.Create(k.Ctx, fl)).To(Succeed())
+	EventuallyWithOffset(1, func(g Gomega) {
+		g.Expect(k.Client.Get(k.Ctx, client.ObjectKeyFromObject(fl), fl)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(fl.Status.Conditions, locksv1alpha1.ConditionReady)).To(BeTrue())
+	}, 20*time.Second, 20*time.Millisecond).Should(Succeed())
+	return fl
+}
+
+// GetLease reads Lease ns/name.
+func (k Kit) GetLease(ns, name string) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{}
+	ExpectWithOffset(1, k.Client.Get(k.Ctx, client.ObjectKey{Namespace: ns, Name: name}, l)).To(Succeed())
+	return l
+}
+
+// LeaseState reads the lock state of FencedLock ns/name's Lease.
+func (k Kit) LeaseState(ns, name string) lease.State {
+	l := &coordinationv1.Lease{}
+	ExpectWithOffset(1, k.Client.Get(k.Ctx, client.ObjectKey{Namespace: ns, Name: name}, l)).To(Succeed())
+	st, err := lease.Read(l)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return st
+}
+
+// Locker returns a Go client of FencedLock ns/name under identity id.
+func (k Kit) Locker(ns, name, id string, opts ...lock.Option) *lock.Locker {
+	l, err := lock.New(k.Leases, ns, name, append([]lock.Option{lock.WithIdentity(id)}, opts...)...)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return l
+}
+
+// NewLocker returns a Go client of FencedLock ns/name that talks through leases.
+func NewLocker(leases coordinationv1client.LeasesGetter, ns, name string, opts ...lock.Option) *lock.Locker {
+	l, err := lock.New(leases, ns, name, opts...)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return l
+}
+
+// KeepAlive starts g's keep-alive and stops it when the spec ends.
+func KeepAlive(g *lock.Grant) *lock.KeepAlive {
+	k, err := g.KeepAlive(context.Background(), 0)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	ginkgo.DeferCleanup(k.Stop)
+	return k
+}
+
+// Pod returns a pod (not created) that asks for FencedLock lockName through the lock label, or
+// for none if lockName is empty. Its one container reads its token through the downward API.
+func Pod(ns, name, lockName string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "work", Image: "example.com/worker:1",
+				Env: []corev1.EnvVar{{Name: "FENCING_TOKEN", ValueFrom: &corev1.EnvVarSource{
+					FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" +
+						locksv1alpha1.TokenAnnotation + "']"}}}}}}}}
+	if lockName != "" {
+		p.Labels = map[string]string{locksv1alpha1.LockLabel: lockName}
+	}
+	return p
+}
+
+// MultiLockPod returns a pod (not created) that asks for locks, a comma-separated list, through
+// the locks annotation.
+func MultiLockPod(ns, name, locks string) *corev1.Pod {
+	p := Pod(ns, name, "")
+	p.Annotations = map[string]string{locksv1alpha1.LocksAnnotation: locks}
+	p.Spec.Containers[0].Env = nil // a multi-lock pod has a token per lock
+	return p
+}
+
+// CreatePod creates p and returns it.
+func (k Kit) CreatePod(p *corev1.Pod) *corev1.Pod {
+	ExpectWithOffset(1, k.Client.Create(k.Ctx, p)).To(Succeed())
+	return p
+}
