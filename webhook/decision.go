@@ -290,6 +290,11 @@ func judge(req Request, lk Lock, presented, recorded token.Token) *Decision {
 		d := deny(ReasonStaleToken, "%s: the object was last written with token %s, and lock %s has moved on to token %s: %s",
 			req.Object, presented, lk.Key, stale.Current, deleteRemedy)
 		return &d
+	case isStale && stale.ByObject && !lk.Live && recorded > lk.Lease.Token:
+		// The object was written with a token this view has not seen issued: the view is older
+		// than that write, and the lock may have become a semaphore since (spec.permits raised),
+		// whose holders write in any order. Only a view at least as new can judge.
+		return &Decision{NeedLive: true}
 	case isStale && stale.ByObject:
 		d := deny(ReasonStaleObjectToken, "%s: %v", req.Object, err)
 		return &d
