@@ -41,7 +41,8 @@ var (
 	fenceLiveReads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencedlock_fence_live_reads_total",
 		Help: "API reads the fence made instead of using its cache, by why (strict: a Strict lock; " +
-			"confirm: a token above the cached one; namespace: a DELETE about to be refused).",
+			"confirm: the cached Lease could not decide, e.g. a token or an object's record above its last token; " +
+			"namespace: a DELETE about to be refused).",
 	}, []string{"why"})
 )
 
