@@ -55,7 +55,7 @@ func (b *bench) renewFloor() stats {
 		d = append(d, time.Since(t0))
 	}
 	s := summarize(d)
-	b.rep.add("1. fencedlock Lease renewal via the Go client (sequential CAS)", fmt.Sprintf("p50 %s, p99 %s", ms(s.p50), ms(s.p99)),
+	b.rep.add("fencedlock Lease renewal via the Go client (sequential CAS)", fmt.Sprintf("p50 %s, p99 %s", ms(s.p50), ms(s.p99)),
 		fmt.Sprintf("%.0f updates/s", 1/s.avg.Seconds()), "", nil)
 	return s
 }

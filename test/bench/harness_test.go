@@ -17,13 +17,15 @@ limitations under the License.
 */
 
 // Package bench measures fencedlock on a real kube-apiserver and etcd (envtest), with the manager
-// running as its own process (so its API requests and RSS can be measured), and prints a table.
-// Every figure is also given as a ratio to the raw floor measured in the same run: absolute times
-// on a shared 2-core machine swing 2x between runs. Run it with `make bench`.
+// running as its own process (so its API requests and RSS can be measured), and prints its tables;
+// with BENCH_WRITE_DOC set (as `make bench` sets it) it writes them into docs/benchmarks.md
+// (package benchdoc). Every figure is also given as a ratio to the raw floor measured in the same
+// run: absolute times on a shared machine swing between runs. Run it with `make bench`.
 package bench
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"net"
@@ -40,6 +42,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/fencedlock/fencedlock/test/bench/benchdoc"
 	"github.com/fencedlock/fencedlock/test/util"
 )
 
@@ -65,25 +68,48 @@ func summarize(d []time.Duration) stats {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
 
-// row is one line of the results table.
-type row struct{ name, value, ratio, target, verdict string }
+// report collects the results by section, prints each row as it comes, and gives them to
+// benchdoc, which formats them for the console's markdown and for docs/benchmarks.md alike.
+type report struct{ sections []benchdoc.Section }
 
-type report struct{ rows []row }
+// section starts the section that the next rows belong to (name as BENCH_ONLY names it).
+func (r *report) section(name, title string) {
+	r.sections = append(r.sections, benchdoc.Section{Name: name, Title: title})
+	fmt.Printf("\n%s\n", title)
+}
 
 func (r *report) add(name, value, ratio, target string, ok *bool) {
 	verdict := ""
 	if ok != nil {
 		verdict = map[bool]string{true: "met", false: "MISSED"}[*ok]
 	}
-	r.rows = append(r.rows, row{name, value, ratio, target, verdict})
+	if len(r.sections) == 0 {
+		panic("report.add before report.section")
+	}
+	s := &r.sections[len(r.sections)-1]
+	s.Rows = append(s.Rows, benchdoc.Row{Name: name, Value: value, Ratio: ratio, Target: target, Verdict: verdict})
 	fmt.Printf("  %-62s %-28s %-22s %s %s\n", name, value, ratio, target, verdict)
+}
+
+// headline puts the last row added in the run's line of the doc's history, as "label: <ratio>"
+// (its value when it has no ratio).
+func (r *report) headline(label string) {
+	s := &r.sections[len(r.sections)-1]
+	x := &s.Rows[len(s.Rows)-1]
+	x.Headline = label + ": " + cmp.Or(x.Ratio, x.Value)
+}
+
+// headlineValue is headline with the row's value.
+func (r *report) headlineValue(label string) {
+	s := &r.sections[len(r.sections)-1]
+	x := &s.Rows[len(s.Rows)-1]
+	x.Headline = label + ": " + x.Value
 }
 
 func (r *report) markdown() string {
 	var b strings.Builder
-	b.WriteString("| measurement | value | ratio to floor | target | |\n|---|---|---|---|---|\n")
-	for _, x := range r.rows {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", x.name, x.value, x.ratio, x.target, x.verdict)
+	for _, s := range r.sections {
+		fmt.Fprintf(&b, "### %s\n\n%s\n", s.Title, benchdoc.Table(s.Rows))
 	}
 	return b.String()
 }

@@ -64,7 +64,7 @@ func (b *bench) scale() {
 		}
 		time.Sleep(time.Second)
 	}
-	b.rep.add(fmt.Sprintf("6. %d FencedLocks created and Ready (Lease created + stamped)", n),
+	b.rep.add(fmt.Sprintf("%d FencedLocks created and Ready (Lease created + stamped)", n),
 		time.Since(start).Round(time.Second).String(), fmt.Sprintf("creates took %s", created.Round(time.Second)), "", nil)
 
 	idle := time.Duration(envInt("BENCH_IDLE_SECONDS", 60)) * time.Second
@@ -78,9 +78,10 @@ func (b *bench) scale() {
 	}
 	rss := b.mgr.rssMiB(b.t)
 	okW, okR := writes(d) == 0, rss < 150
-	b.rep.add(fmt.Sprintf("6. manager API requests while %d locks idle for %s", n, idle), fmt.Sprintf("%.0f writes, %.0f requests", writes(d), all),
+	b.rep.add(fmt.Sprintf("manager API requests while %d locks idle for %s", n, idle), fmt.Sprintf("%.0f writes, %.0f requests", writes(d), all),
 		"", "0 writes", &okW)
-	b.rep.add(fmt.Sprintf("6. manager RSS with %d locks", n), fmt.Sprintf("%.0f MiB", rss), "", "< 150 MiB", &okR)
+	b.rep.add(fmt.Sprintf("manager RSS with %d locks", n), fmt.Sprintf("%.0f MiB", rss), "", "< 150 MiB", &okR)
+	b.rep.headlineValue(fmt.Sprintf("manager RSS with %d locks", n))
 }
 
 // drain queues many pods on one lock and plays the kubelet: each pod finishes as soon as it is
@@ -147,9 +148,10 @@ func (b *bench) drain() {
 	}
 	elapsed := time.Since(start)
 	inOrder := slices.Equal(got, want)
-	b.rep.add(fmt.Sprintf("6. %d queued pods drained (kubelet simulated)", n), fmt.Sprintf("%.1f grants/s", float64(n)/elapsed.Seconds()),
+	b.rep.add(fmt.Sprintf("%d queued pods drained (kubelet simulated)", n), fmt.Sprintf("%.1f grants/s", float64(n)/elapsed.Seconds()),
 		fmt.Sprintf("%s total; %d of %d queued in fencedlock.io/enqueued order", elapsed.Round(time.Millisecond), byEnqueued, n),
 		"granted in queue (ticket) order, as status.waiters shows", &inOrder)
+	b.rep.headlineValue(fmt.Sprintf("%d pods drained", n))
 }
 
 // queuedPods returns the names of the pods in the lock's queue, in ticket order.

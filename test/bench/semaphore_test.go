@@ -386,9 +386,12 @@ func (b *bench) semCycles() {
 		if x.limit > 1 {
 			ratio += fmt.Sprintf("; %.2fx the lock", x.r.rate/lk.rate)
 		}
-		b.rep.add(fmt.Sprintf("7. grants/s, %s, %d clients", x.what, clients), fmt.Sprintf("%.0f grants/s", x.r.rate),
+		b.rep.add(fmt.Sprintf("grants/s, %s, %d clients", x.what, clients), fmt.Sprintf("%.0f grants/s", x.r.rate),
 			ratio, ">= 80% (fsyncing etcd)", ok)
-		b.rep.add(fmt.Sprintf("7. API requests per grant, %s, %d clients", x.what, clients),
+		if x.limit > 1 {
+			b.rep.headline(x.what)
+		}
+		b.rep.add(fmt.Sprintf("API requests per grant, %s, %d clients", x.what, clients),
 			fmt.Sprintf("%.2f Lease writes (%.2f of them conflicts), %.2f Lease reads", x.r.writes, x.r.conflicts, x.r.reads),
 			"", "<= 2 writes", &okW)
 		// Which calls send the writes, and which collide.
@@ -396,14 +399,14 @@ func (b *bench) semCycles() {
 		f := func(r, q int) string {
 			return fmt.Sprintf("%.2f (%.2f 409)", float64(w[r][q][0])/g, float64(w[r][q][1])/g)
 		}
-		b.rep.add(fmt.Sprintf("7. client Lease writes per grant, %s: Acquire / Release", x.what),
+		b.rep.add(fmt.Sprintf("client Lease writes per grant, %s: Acquire / Release", x.what),
 			fmt.Sprintf("lock Lease %s / %s", f(0, 0), f(1, 0)), fmt.Sprintf("queue Lease %s / %s", f(0, 1), f(1, 1)), "", nil)
-		b.rep.add(fmt.Sprintf("7. where a cycle's time goes, %s: Acquire / Release calls", x.what),
+		b.rep.add(fmt.Sprintf("where a cycle's time goes, %s: Acquire / Release calls", x.what),
 			fmt.Sprintf("p50 %s / %s", ms(x.r.acquire.p50), ms(x.r.release.p50)),
 			fmt.Sprintf("p99 %s / %s", ms(x.r.acquire.p99), ms(x.r.release.p99)), "", nil)
 		c := x.r.check
 		okC := c.ok(x.limit)
-		b.rep.add(fmt.Sprintf("7. %s: at most %d holders, tokens rise with every grant", x.what, x.limit),
+		b.rep.add(fmt.Sprintf("%s: at most %d holders, tokens rise with every grant", x.what, x.limit),
 			fmt.Sprintf("most holders at once %d (Lease) / %d (clients); %d of %d grants in write order, %d out of order",
 				c.maxLease, c.maxClients, c.ordered, c.ordered+c.unseen, c.outOfOrder),
 			fmt.Sprintf("%d unseen by the watch, %d duplicate tokens, %d client-order inversions", c.unseen, c.duplicate, c.clientOrder),
@@ -454,7 +457,7 @@ func (b *bench) semFence() {
 			cms[k].Labels = map[string]string{locksv1alpha1.FencedByLabel: t.fencedBy}
 		}
 		if err := b.cl.Create(b.ctx, cms[k]); err != nil {
-			b.rep.add("7. fenced ConfigMap create refused", t.name, err.Error(), "", new(false))
+			b.rep.add("fenced ConfigMap create refused", t.name, err.Error(), "", new(false))
 			return
 		}
 	}
@@ -466,7 +469,7 @@ func (b *bench) semFence() {
 				"metadata": map[string]any{"annotations": map[string]string{locksv1alpha1.TokenAnnotation: t.tok.String()}}})
 			t0 := time.Now()
 			if err := b.cl.Patch(b.ctx, cms[k], client.RawPatch(types.MergePatchType, patch)); err != nil {
-				b.rep.add("7. fenced ConfigMap update refused", t.name, err.Error(), "", new(false))
+				b.rep.add("fenced ConfigMap update refused", t.name, err.Error(), "", new(false))
 				return
 			}
 			d[k] = append(d[k], time.Since(t0))
@@ -480,12 +483,12 @@ func (b *bench) semFence() {
 	x := func(v stats) string { return fmt.Sprintf("%.2fx unfenced p50", float64(v.p50)/float64(plain.p50)) }
 	val := func(v stats) string { return fmt.Sprintf("p50 %s, p99 %s", ms(v.p50), ms(v.p99)) }
 	okSem := float64(s[2].p50) <= 1.3*float64(plain.p50)
-	b.rep.add("7. unfenced ConfigMap update (base of the rows below)", val(plain), "", "", nil)
-	b.rep.add("7. lock-fenced ConfigMap update (Cached)", val(s[1]), x(s[1]), "", nil)
-	b.rep.add("7. semaphore-fenced (2 permits held) ConfigMap update (Cached)", val(s[2]),
+	b.rep.add("unfenced ConfigMap update (base of the rows below)", val(plain), "", "", nil)
+	b.rep.add("lock-fenced ConfigMap update (Cached)", val(s[1]), x(s[1]), "", nil)
+	b.rep.add("semaphore-fenced (2 permits held) ConfigMap update (Cached)", val(s[2]),
 		fmt.Sprintf("%s; %.2fx lock-fenced", x(s[2]), float64(s[2].p50)/float64(s[1].p50)), "<= 1.3x unfenced", &okSem)
-	b.rep.add("7. lock-fenced ConfigMap update (Strict)", val(s[3]), x(s[3]), "", nil)
-	b.rep.add("7. semaphore-fenced (2 permits held) ConfigMap update (Strict)", val(s[4]),
+	b.rep.add("lock-fenced ConfigMap update (Strict)", val(s[3]), x(s[3]), "", nil)
+	b.rep.add("semaphore-fenced (2 permits held) ConfigMap update (Strict)", val(s[4]),
 		fmt.Sprintf("%s; %.2fx lock-fenced", x(s[4]), float64(s[4].p50)/float64(s[3].p50)), "", nil)
 }
 
