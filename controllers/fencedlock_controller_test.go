@@ -27,7 +27,6 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,48 +39,12 @@ import (
 	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/pkg/token"
+	"github.com/fencedlock/fencedlock/test/util"
 )
-
-func newNamespace() string {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ctrl-"}}
-	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
-	return ns.Name
-}
-
-func newLock(ns, name string, mutate func(*locksv1alpha1.FencedLock)) *locksv1alpha1.FencedLock {
-	fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	if mutate != nil {
-		mutate(fl)
-	}
-	Expect(k8sClient.Create(ctx, fl)).To(Succeed())
-	Eventually(func(g Gomega) {
-		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(fl), fl)).To(Succeed())
-		g.Expect(meta.IsStatusConditionTrue(fl.Status.Conditions, locksv1alpha1.ConditionReady)).To(BeTrue())
-	}).Should(Succeed())
-	return fl
-}
-
-func getLock(fl *locksv1alpha1.FencedLock) *locksv1alpha1.FencedLock {
-	out := &locksv1alpha1.FencedLock{}
-	ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKeyFromObject(fl), out)).To(Succeed())
-	return out
-}
-
-func getLease(ns, name string) *coordinationv1.Lease {
-	l := &coordinationv1.Lease{}
-	ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, l)).To(Succeed())
-	return l
-}
-
-func leaseState(ns, name string) lease.State {
-	st, err := lease.Read(getLease(ns, name))
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
-	return st
-}
 
 // poke makes the controller reconcile the lock now (an annotation change is an update event).
 func poke(fl *locksv1alpha1.FencedLock) {
-	cur := getLock(fl)
+	cur := kit.GetLock(fl.Namespace, fl.Name)
 	patch := client.MergeFrom(cur.DeepCopy())
 	if cur.Annotations == nil {
 		cur.Annotations = map[string]string{}
@@ -94,8 +57,8 @@ func poke(fl *locksv1alpha1.FencedLock) {
 // observed the Lease's latest state.
 func settle(fl *locksv1alpha1.FencedLock) {
 	EventuallyWithOffset(1, func(g Gomega) {
-		st := leaseState(fl.Namespace, fl.Name)
-		cur := getLock(fl)
+		st := kit.LeaseState(fl.Namespace, fl.Name)
+		cur := kit.GetLock(fl.Namespace, fl.Name)
 		g.Expect(cur.Status.Holder).To(Equal(st.Holder))
 		g.Expect(cur.Status.Token).To(Equal(st.Token.String()))
 		if st.Held() {
@@ -103,12 +66,6 @@ func settle(fl *locksv1alpha1.FencedLock) {
 			g.Expect(cur.Status.RenewTime.Equal(st.RenewTime)).To(BeTrue())
 		}
 	}).Should(Succeed())
-}
-
-func locker(fl *locksv1alpha1.FencedLock, id string) *lock.Locker {
-	l, err := lock.New(clientset.CoordinationV1(), fl.Namespace, fl.Name, lock.WithIdentity(id))
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
-	return l
 }
 
 func allEvents(ns string) []eventsv1.Event {
@@ -134,7 +91,7 @@ var _ = BeforeEach(func() {
 
 var _ = Describe("FencedLock API validation", func() {
 	It("defaults leaseDurationSeconds to 15", func() {
-		fl := newLock(newNamespace(), "defaults", nil)
+		fl := kit.NewLock(kit.NewNamespace(), "defaults")
 		Expect(fl.Spec.LeaseDurationSeconds).To(Equal(int32(15)))
 	})
 
@@ -155,14 +112,14 @@ var _ = Describe("FencedLock API validation", func() {
 
 var _ = Describe("FencedLock controller", func() {
 	It("creates, owns and stamps the Lease, and mirrors it into the status", func() {
-		ns := newNamespace()
-		fl := newLock(ns, "settlement", nil)
+		ns := kit.NewNamespace()
+		fl := kit.NewLock(ns, "settlement")
 
-		l := getLease(ns, "settlement")
+		l := kit.GetLease(ns, "settlement")
 		Expect(metav1.IsControlledBy(l, fl)).To(BeTrue())
 		Expect(l.Labels).To(HaveKeyWithValue(locksv1alpha1.ManagedByLabel, locksv1alpha1.ManagedByValue))
 		Expect(*l.Spec.LeaseDurationSeconds).To(Equal(int32(15)))
-		st := leaseState(ns, "settlement")
+		st := kit.LeaseState(ns, "settlement")
 		Expect(st.Initialized()).To(BeTrue())
 		Expect(st.Held()).To(BeFalse())
 		Expect(fl.Status.Token).To(Equal(st.Token.String()))
@@ -172,11 +129,11 @@ var _ = Describe("FencedLock controller", func() {
 		Expect(held.ObservedGeneration).To(Equal(fl.Generation))
 
 		By("granting, the status shows holder and token")
-		g, err := locker(fl, "worker-a").TryAcquire(ctx)
+		g, err := kit.Locker(ns, "settlement", "worker-a").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(g.Token()).To(BeNumerically(">", st.Token))
 		Eventually(func(g2 Gomega) {
-			cur := getLock(fl)
+			cur := kit.GetLock(ns, "settlement")
 			g2.Expect(cur.Status.Holder).To(Equal("worker-a"))
 			g2.Expect(cur.Status.Token).To(Equal(g.Token().String()))
 			g2.Expect(cur.Status.LeaseTransitions).To(Equal(int32(1)))
@@ -186,7 +143,7 @@ var _ = Describe("FencedLock controller", func() {
 		By("releasing, the holder is cleared and the token stays")
 		Expect(g.Release(ctx)).To(Succeed())
 		Eventually(func(g2 Gomega) {
-			cur := getLock(fl)
+			cur := kit.GetLock(ns, "settlement")
 			g2.Expect(cur.Status.Holder).To(BeEmpty())
 			g2.Expect(cur.Status.Token).To(Equal(g.Token().String()))
 			g2.Expect(meta.FindStatusCondition(cur.Status.Conditions, locksv1alpha1.ConditionHeld).Reason).To(Equal(locksv1alpha1.ReasonReleased))
@@ -197,18 +154,18 @@ var _ = Describe("FencedLock controller", func() {
 	})
 
 	It("applies a changed leaseDurationSeconds to the Lease", func() {
-		ns := newNamespace()
-		fl := newLock(ns, "resize", nil)
-		cur := getLock(fl)
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "resize")
+		cur := kit.GetLock(ns, "resize")
 		cur.Spec.LeaseDurationSeconds = 40
 		Expect(k8sClient.Update(ctx, cur)).To(Succeed())
-		Eventually(func() int32 { return *getLease(ns, "resize").Spec.LeaseDurationSeconds }).Should(Equal(int32(40)))
+		Eventually(func() int32 { return *kit.GetLease(ns, "resize").Spec.LeaseDurationSeconds }).Should(Equal(int32(40)))
 	})
 
 	It("revokes a grant not renewed within the lease, judged on its own clock", func() {
-		ns := newNamespace()
-		fl := newLock(ns, "expiry", nil)
-		g, err := locker(fl, "paused").TryAcquire(ctx)
+		ns := kit.NewNamespace()
+		fl := kit.NewLock(ns, "expiry")
+		g, err := kit.Locker(ns, "expiry", "paused").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		settle(fl)
 
@@ -218,12 +175,12 @@ var _ = Describe("FencedLock controller", func() {
 
 		fakeClock.Step(14 * time.Second) // 24s after the grant, 14s after the renewal
 		poke(fl)
-		Consistently(func() string { return leaseState(ns, "expiry").Holder }, "300ms").Should(Equal("paused"))
+		Consistently(func() string { return kit.LeaseState(ns, "expiry").Holder }, "300ms").Should(Equal("paused"))
 
 		fakeClock.Step(2 * time.Second) // 16s after the renewal
 		poke(fl)
-		Eventually(func() string { return leaseState(ns, "expiry").Holder }).Should(BeEmpty())
-		st := leaseState(ns, "expiry")
+		Eventually(func() string { return kit.LeaseState(ns, "expiry").Holder }).Should(BeEmpty())
+		st := kit.LeaseState(ns, "expiry")
 		Expect(st.Token).To(Equal(g.Token()), "revocation does not issue a token")
 		Expect(st.RevokedToken).To(Equal(g.Token()))
 
@@ -233,38 +190,38 @@ var _ = Describe("FencedLock controller", func() {
 		Expect(g.Lost()).To(BeClosed())
 
 		Eventually(func() string {
-			return meta.FindStatusCondition(getLock(fl).Status.Conditions, locksv1alpha1.ConditionHeld).Reason
+			return meta.FindStatusCondition(kit.GetLock(ns, "expiry").Status.Conditions, locksv1alpha1.ConditionHeld).Reason
 		}).Should(Equal(locksv1alpha1.ReasonExpired))
 		Eventually(func() []string { return events(ns, "expiry") }).Should(ContainElement(
 			"Expired: Grant of paused (token " + g.Token().String() + ") was not renewed within 15s; revoked"))
 
-		next, err := locker(fl, "next").TryAcquire(ctx)
+		next, err := kit.Locker(ns, "expiry", "next").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(next.Token()).To(BeNumerically(">", g.Token()))
 	})
 
 	It("counts only the holder's new renewTime as a renewal, not a bystander's write to the Lease", func() {
-		ns := newNamespace()
-		fl := newLock(ns, "bystander", nil)
-		g, err := locker(fl, "dead").TryAcquire(ctx)
+		ns := kit.NewNamespace()
+		fl := kit.NewLock(ns, "bystander")
+		g, err := kit.Locker(ns, "bystander", "dead").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		settle(fl)
-		holder := func() string { return leaseState(ns, "bystander").Holder }
+		holder := func() string { return kit.LeaseState(ns, "bystander").Holder }
 
 		fakeClock.Step(10 * time.Second)
 		By("a bystander labels and annotates the Lease of a holder that renews nothing")
-		l := getLease(ns, "bystander")
+		l := kit.GetLease(ns, "bystander")
 		l.Labels["example.com/team"] = "payments"
 		l.Annotations["example.com/note"] = "audited"
 		Expect(k8sClient.Update(ctx, l)).To(Succeed())
 		By("a write that sets the same renewTime again, with another annotation")
-		l = getLease(ns, "bystander")
+		l = kit.GetLease(ns, "bystander")
 		same := *l.Spec.RenewTime
 		l.Spec.RenewTime = &same
 		l.Annotations["example.com/note"] = "audited twice"
 		Expect(k8sClient.Update(ctx, l)).To(Succeed())
 		By("a write of the same renewTime alone, a no-op at the API server")
-		l = getLease(ns, "bystander")
+		l = kit.GetLease(ns, "bystander")
 		rv := l.ResourceVersion
 		l.Spec.RenewTime = &same
 		Expect(k8sClient.Update(ctx, l)).To(Succeed())
@@ -278,16 +235,16 @@ var _ = Describe("FencedLock controller", func() {
 		fakeClock.Step(2 * time.Second) // 16s after the grant, 6s after the bystander's writes
 		poke(fl)
 		Eventually(holder).Should(BeEmpty())
-		Expect(leaseState(ns, "bystander").RevokedToken).To(Equal(g.Token()))
+		Expect(kit.LeaseState(ns, "bystander").RevokedToken).To(Equal(g.Token()))
 	})
 
 	It("revokes at the deadline even while every status write fails", func() {
-		ns := newNamespace()
-		fl := newLock(ns, "mirror", func(fl *locksv1alpha1.FencedLock) { fl.Spec.LeaseDurationSeconds = 1 })
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "mirror", util.LeaseSeconds(1))
 		denyStatusWrites(ns)
-		g, err := locker(fl, "silent").TryAcquire(ctx)
+		g, err := kit.Locker(ns, "mirror", "silent").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		holder := func() string { return leaseState(ns, "mirror").Holder }
+		holder := func() string { return kit.LeaseState(ns, "mirror").Holder }
 		errorsBefore := reconcileErrors()
 
 		// Long enough for a failing reconcile's exponential backoff (5ms, doubling) to grow past
@@ -297,17 +254,17 @@ var _ = Describe("FencedLock controller", func() {
 			"the failed reconciles count in controller-runtime's error metric, deadline or not")
 		fakeClock.Step(2 * time.Second) // no poke: only the controller's own timer can revoke
 		Eventually(holder, "2500ms").Should(BeEmpty())
-		Expect(leaseState(ns, "mirror").RevokedToken).To(Equal(g.Token()))
-		Expect(getLock(fl).Status.Holder).To(BeEmpty(), "the status write was refused all along")
+		Expect(kit.LeaseState(ns, "mirror").RevokedToken).To(Equal(g.Token()))
+		Expect(kit.GetLock(ns, "mirror").Status.Holder).To(BeEmpty(), "the status write was refused all along")
 	})
 
 	It("revokes a grant held longer than maxHoldSeconds even if renewed", func() {
-		ns := newNamespace()
-		fl := newLock(ns, "bounded", func(fl *locksv1alpha1.FencedLock) {
+		ns := kit.NewNamespace()
+		fl := kit.NewLock(ns, "bounded", func(fl *locksv1alpha1.FencedLock) {
 			fl.Spec.LeaseDurationSeconds = 15
 			fl.Spec.MaxHoldSeconds = ptr.To[int32](20)
 		})
-		g, err := locker(fl, "greedy").TryAcquire(ctx)
+		g, err := kit.Locker(ns, "bounded", "greedy").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		settle(fl)
 		for _, step := range []time.Duration{10 * time.Second, 9 * time.Second} {
@@ -317,18 +274,18 @@ var _ = Describe("FencedLock controller", func() {
 		}
 		fakeClock.Step(time.Second) // 20s after the grant, 1s after the last renewal
 		poke(fl)
-		Eventually(func() string { return leaseState(ns, "bounded").Holder }).Should(BeEmpty())
+		Eventually(func() string { return kit.LeaseState(ns, "bounded").Holder }).Should(BeEmpty())
 		Eventually(func() []string { return events(ns, "bounded") }).Should(ContainElement(
 			ContainSubstring("exceeded spec.maxHoldSeconds=20")))
 	})
 
 	It("recreates a deleted Lease with a token above every earlier one", func() {
-		ns := newNamespace()
-		fl := newLock(ns, "recreate", nil)
-		g, err := locker(fl, "a").TryAcquire(ctx)
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "recreate")
+		g, err := kit.Locker(ns, "recreate", "a").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 
-		old := getLease(ns, "recreate")
+		old := kit.GetLease(ns, "recreate")
 		Expect(k8sClient.Delete(ctx, old)).To(Succeed())
 		Eventually(func(g2 Gomega) {
 			l := &coordinationv1.Lease{}
@@ -344,15 +301,15 @@ var _ = Describe("FencedLock controller", func() {
 			MatchRegexp(`^LeaseDeleted: The Lease was deleted while a held it with token %s; recreated with token \d+`, g.Token())),
 			"a deleted Lease is reported as such, not as a release")
 		Expect(events(ns, "recreate")).NotTo(ContainElement(HavePrefix("Released")))
-		next, err := locker(fl, "b").TryAcquire(ctx)
+		next, err := kit.Locker(ns, "recreate", "b").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(next.Token()).To(BeNumerically(">", g.Token()))
 	})
 
 	It("keeps a grant across a controller restart and still expires it afterwards", func() {
-		ns := newNamespace()
-		fl := newLock(ns, "restart", nil)
-		g, err := locker(fl, "survivor").TryAcquire(ctx)
+		ns := kit.NewNamespace()
+		fl := kit.NewLock(ns, "restart")
+		g, err := kit.Locker(ns, "restart", "survivor").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		settle(fl)
 
@@ -361,50 +318,50 @@ var _ = Describe("FencedLock controller", func() {
 		fakeClock.Step(30 * time.Second) // the lease ran out while no controller was looking
 		startManager()
 		poke(fl)
-		Consistently(func() string { return leaseState(ns, "restart").Holder }, "300ms").Should(Equal("survivor"))
+		Consistently(func() string { return kit.LeaseState(ns, "restart").Holder }, "300ms").Should(Equal("survivor"))
 		Expect(g.Renew(ctx)).To(Succeed())
-		Expect(leaseState(ns, "restart").Token).To(Equal(g.Token()), "renewals never change the token")
+		Expect(kit.LeaseState(ns, "restart").Token).To(Equal(g.Token()), "renewals never change the token")
 		settle(fl)
 
 		fakeClock.Step(16 * time.Second)
 		poke(fl)
-		Eventually(func() string { return leaseState(ns, "restart").Holder }).Should(BeEmpty())
+		Eventually(func() string { return kit.LeaseState(ns, "restart").Holder }).Should(BeEmpty())
 
-		next, err := locker(fl, "after-restart").TryAcquire(ctx)
+		next, err := kit.Locker(ns, "restart", "after-restart").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(next.Token()).To(BeNumerically(">", g.Token()), "tokens keep increasing across controller restarts")
 	})
 
 	It("reports a foreign Lease of the same name instead of taking it over", func() {
-		ns := newNamespace()
+		ns := kit.NewNamespace()
 		foreign := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: new("someone-elses-leader")}}
 		Expect(k8sClient.Create(ctx, foreign)).To(Succeed())
 		fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"}}
 		Expect(k8sClient.Create(ctx, fl)).To(Succeed())
 		Eventually(func(g Gomega) {
-			c := meta.FindStatusCondition(getLock(fl).Status.Conditions, locksv1alpha1.ConditionReady)
+			c := meta.FindStatusCondition(kit.GetLock(ns, "taken").Status.Conditions, locksv1alpha1.ConditionReady)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
 			g.Expect(c.Reason).To(Equal(locksv1alpha1.ReasonLeaseConflict))
 			g.Expect(c.Message).To(ContainSubstring("delete that Lease or give the lock another name"))
 		}).Should(Succeed())
-		Expect(*getLease(ns, "taken").Spec.HolderIdentity).To(Equal("someone-elses-leader"))
+		Expect(*kit.GetLease(ns, "taken").Spec.HolderIdentity).To(Equal("someone-elses-leader"))
 	})
 
 	It("issues strictly increasing tokens over many grants", func() {
-		ns := newNamespace()
-		fl := newLock(ns, "sequence", nil)
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "sequence")
 		var last token.Token
 		for i := range 10 {
-			g, err := locker(fl, fmt.Sprintf("w%d", i)).TryAcquire(ctx)
+			g, err := kit.Locker(ns, "sequence", fmt.Sprintf("w%d", i)).TryAcquire(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(g.Token()).To(BeNumerically(">", last))
 			Expect(strings.TrimLeft(g.Token().String(), "0123456789")).To(BeEmpty(), "decimal string")
 			last = g.Token()
 			Expect(g.Release(ctx)).To(Succeed())
 		}
-		Eventually(func() int32 { return getLock(fl).Status.LeaseTransitions }).Should(Equal(int32(10)))
+		Eventually(func() int32 { return kit.GetLock(ns, "sequence").Status.LeaseTransitions }).Should(Equal(int32(10)))
 	})
 })
 
@@ -433,7 +390,7 @@ func denyStatusWrites(ns string) {
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
 	}
 	// The probe must be Ready before the policy can refuse the status write that makes it so.
-	probe := newLock(ns, "probe", nil)
+	kit.NewLock(ns, "probe")
 	ExpectWithOffset(1, k8sClient.Create(ctx, policy)).To(Succeed())
 	ExpectWithOffset(1, k8sClient.Create(ctx, binding)).To(Succeed())
 	DeferCleanup(func() {
@@ -442,7 +399,7 @@ func denyStatusWrites(ns string) {
 	})
 	// The policy takes effect asynchronously: probe with a lock of its own until it refuses.
 	EventuallyWithOffset(1, func() error {
-		return k8sClient.Status().Patch(ctx, getLock(probe), client.RawPatch(types.MergePatchType,
+		return k8sClient.Status().Patch(ctx, kit.GetLock(ns, "probe"), client.RawPatch(types.MergePatchType,
 			[]byte(fmt.Sprintf(`{"status":{"waitingCount":%d}}`, time.Now().UnixNano()%1000+1))))
 	}).Should(MatchError(ContainSubstring("status writes refused by the test")))
 }

@@ -40,32 +40,11 @@ import (
 	"github.com/fencedlock/fencedlock/test/util"
 )
 
-// newPod creates a pod asking for lock lockName; it reads its token through the downward API.
-func newPod(ns, name, lockName string) {
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-			Labels: map[string]string{locksv1alpha1.LockLabel: lockName}},
-		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "work", Image: "example.com/worker:1",
-				Env: []corev1.EnvVar{{Name: "FENCING_TOKEN", ValueFrom: &corev1.EnvVarSource{
-					FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['fencedlock.io/token']"}}}}}},
-		},
-	}
-	ExpectWithOffset(1, k8sClient.Create(ctx, pod)).To(Succeed())
-}
-
-func getPod(ns, name string) *corev1.Pod {
-	p := &corev1.Pod{}
-	ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p)).To(Succeed())
-	return p
-}
-
 // granted waits until pod name is ungated with a token and returns the token.
 func granted(ns, name string) token.Token {
 	var tok token.Token
 	EventuallyWithOffset(1, func(g Gomega) {
-		p := getPod(ns, name)
+		p := kit.GetPod(ns, name)
 		g.Expect(locksv1alpha1.HasLockGate(p)).To(BeFalse(), "pod %s still gated", name)
 		t, err := token.Parse(p.Annotations[locksv1alpha1.TokenAnnotation])
 		g.Expect(err).NotTo(HaveOccurred())
@@ -76,7 +55,7 @@ func granted(ns, name string) token.Token {
 
 // setPodStatus plays the kubelet: phase and Ready condition through the status subresource.
 func setPodStatus(ns, name string, phase corev1.PodPhase, ready bool) {
-	p := getPod(ns, name)
+	p := kit.GetPod(ns, name)
 	p.Status.Phase = phase
 	cond := corev1.ConditionFalse
 	if ready {
@@ -88,36 +67,36 @@ func setPodStatus(ns, name string, phase corev1.PodPhase, ready bool) {
 
 func stillGated(ns string, names ...string) {
 	for _, n := range names {
-		ExpectWithOffset(1, locksv1alpha1.HasLockGate(getPod(ns, n))).To(BeTrue(), "pod %s must stay gated", n)
+		ExpectWithOffset(1, locksv1alpha1.HasLockGate(kit.GetPod(ns, n))).To(BeTrue(), "pod %s must stay gated", n)
 	}
 }
 
 var _ = Describe("Pods as lock holders", func() {
 	It("gates pods, keeps a FIFO queue, and hands over in order with increasing tokens", func() {
-		ns := newNamespace()
-		fl := newLock(ns, "jobs", nil)
-		holder, err := locker(fl, "library").TryAcquire(ctx) // keep the lock busy while pods queue
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "jobs")
+		holder, err := kit.Locker(ns, "jobs", "library").TryAcquire(ctx) // keep the lock busy while pods queue
 		Expect(err).NotTo(HaveOccurred())
 
 		for _, n := range []string{"p-c", "p-a", "p-b"} { // creation order, not name order
-			newPod(ns, n, "jobs")
+			kit.CreatePod(util.Pod(ns, n, "jobs"))
 		}
-		p := getPod(ns, "p-c")
+		p := kit.GetPod(ns, "p-c")
 		Expect(locksv1alpha1.HasLockGate(p)).To(BeTrue())
 		Expect(p.Annotations).To(HaveKey(locksv1alpha1.EnqueuedAnnotation))
 		Eventually(func(g Gomega) {
-			st := getLock(fl).Status
+			st := kit.GetLock(ns, "jobs").Status
 			g.Expect(st.WaitingCount).To(Equal(int32(3)))
 			g.Expect(st.Waiters).To(HaveLen(3))
 			g.Expect([]string{st.Waiters[0].Pod, st.Waiters[1].Pod, st.Waiters[2].Pod}).To(Equal([]string{"p-c", "p-a", "p-b"}))
 		}).Should(Succeed())
-		Consistently(func() bool { return locksv1alpha1.HasLockGate(getPod(ns, "p-c")) }, "300ms").Should(BeTrue())
+		Consistently(func() bool { return locksv1alpha1.HasLockGate(kit.GetPod(ns, "p-c")) }, "300ms").Should(BeTrue())
 
 		Expect(holder.Release(ctx)).To(Succeed())
 		t1 := granted(ns, "p-c")
 		Expect(t1).To(BeNumerically(">", holder.Token()))
 		stillGated(ns, "p-a", "p-b")
-		Expect(leaseState(ns, "jobs").Holder).To(HavePrefix("pod/p-c/"))
+		Expect(kit.LeaseState(ns, "jobs").Holder).To(HavePrefix("pod/p-c/"))
 
 		setPodStatus(ns, "p-c", corev1.PodRunning, true)
 		setPodStatus(ns, "p-c", corev1.PodSucceeded, false)
@@ -128,54 +107,51 @@ var _ = Describe("Pods as lock holders", func() {
 		setPodStatus(ns, "p-a", corev1.PodFailed, false)
 		t3 := granted(ns, "p-b")
 		Expect(t3).To(BeNumerically(">", t2))
-		Eventually(func() int32 { return getLock(fl).Status.WaitingCount }).Should(BeZero())
+		Eventually(func() int32 { return kit.GetLock(ns, "jobs").Status.WaitingCount }).Should(BeZero())
 
 		setPodStatus(ns, "p-b", corev1.PodSucceeded, false)
-		Eventually(func() string { return leaseState(ns, "jobs").Holder }).Should(BeEmpty())
+		Eventually(func() string { return kit.LeaseState(ns, "jobs").Holder }).Should(BeEmpty())
 		Eventually(func() []string { return podEvents(ns, "p-a") }).Should(ContainElements(
 			ContainSubstring("Waiting for lock jobs"), "Granted: Granted lock jobs with token "+t2.String(),
 			ContainSubstring("Released lock jobs (token "+t2.String()+"): the holder pod finished (Failed)")))
 	})
 
 	It("refuses a pod whose lock label cannot name a lock", func() {
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bad-label",
-			Labels: map[string]string{locksv1alpha1.LockLabel: "Not_A_Lock"}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
-		err := k8sClient.Create(ctx, pod)
+		err := k8sClient.Create(ctx, util.Pod("default", "bad-label", "Not_A_Lock"))
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(ContainSubstring("does not name a FencedLock"))
 	})
 
 	It("drops a waiting pod that is deleted, and hands over when the holder pod is deleted", func() {
-		ns := newNamespace()
-		fl := newLock(ns, "jobs", nil)
-		newPod(ns, "first", "jobs")
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "jobs")
+		kit.CreatePod(util.Pod(ns, "first", "jobs"))
 		granted(ns, "first")
-		newPod(ns, "second", "jobs")
-		newPod(ns, "third", "jobs")
-		Eventually(func() int32 { return getLock(fl).Status.WaitingCount }).Should(Equal(int32(2)))
+		kit.CreatePod(util.Pod(ns, "second", "jobs"))
+		kit.CreatePod(util.Pod(ns, "third", "jobs"))
+		Eventually(func() int32 { return kit.GetLock(ns, "jobs").Status.WaitingCount }).Should(Equal(int32(2)))
 
-		Expect(k8sClient.Delete(ctx, getPod(ns, "second"))).To(Succeed())
-		Eventually(func() int32 { return getLock(fl).Status.WaitingCount }).Should(Equal(int32(1)))
+		Expect(k8sClient.Delete(ctx, kit.GetPod(ns, "second"))).To(Succeed())
+		Eventually(func() int32 { return kit.GetLock(ns, "jobs").Status.WaitingCount }).Should(Equal(int32(1)))
 
-		Expect(k8sClient.Delete(ctx, getPod(ns, "first"))).To(Succeed())
+		Expect(k8sClient.Delete(ctx, kit.GetPod(ns, "first"))).To(Succeed())
 		granted(ns, "third")
 	})
 
 	It("revokes a holder pod that is not Ready for longer than the lease", func() {
-		ns := newNamespace()
-		fl := newLock(ns, "jobs", nil)
-		newPod(ns, "stuck", "jobs")
+		ns := kit.NewNamespace()
+		fl := kit.NewLock(ns, "jobs")
+		kit.CreatePod(util.Pod(ns, "stuck", "jobs"))
 		tStuck := granted(ns, "stuck")
 		setPodStatus(ns, "stuck", corev1.PodRunning, true)
-		newPod(ns, "next", "jobs")
+		kit.CreatePod(util.Pod(ns, "next", "jobs"))
 		settle(fl)
 
 		setPodStatus(ns, "stuck", corev1.PodRunning, false) // e.g. its node is partitioned
-		Eventually(func() int32 { return getLock(fl).Status.WaitingCount }).Should(Equal(int32(1)))
+		Eventually(func() int32 { return kit.GetLock(ns, "jobs").Status.WaitingCount }).Should(Equal(int32(1)))
 		fakeClock.Step(10 * time.Second)
 		poke(fl)
-		Consistently(func() bool { return locksv1alpha1.HasLockGate(getPod(ns, "next")) }, "300ms").Should(BeTrue())
+		Consistently(func() bool { return locksv1alpha1.HasLockGate(kit.GetPod(ns, "next")) }, "300ms").Should(BeTrue())
 
 		// The controller starts the pod's not-Ready clock when it first sees it not Ready: before
 		// the 10 s step, or (on a slow run) just after it, which nothing the test can watch tells
@@ -183,7 +159,7 @@ var _ = Describe("Pods as lock holders", func() {
 		fakeClock.Step(6 * time.Second)
 		poke(fl)
 		Eventually(func() bool {
-			if locksv1alpha1.HasLockGate(getPod(ns, "next")) {
+			if locksv1alpha1.HasLockGate(kit.GetPod(ns, "next")) {
 				fakeClock.Step(time.Second)
 				poke(fl)
 				return false
@@ -199,20 +175,20 @@ var _ = Describe("Pods as lock holders", func() {
 	})
 
 	It("completes a grant interrupted between the Lease write and the pod patch, without granting twice", func() {
-		ns := newNamespace()
-		fl := newLock(ns, "jobs", nil)
-		holder, err := locker(fl, "library").TryAcquire(ctx)
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "jobs")
+		holder, err := kit.Locker(ns, "jobs", "library").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		newPod(ns, "victim", "jobs")
-		newPod(ns, "later", "jobs")
-		Eventually(func() int32 { return getLock(fl).Status.WaitingCount }).Should(Equal(int32(2)))
+		kit.CreatePod(util.Pod(ns, "victim", "jobs"))
+		kit.CreatePod(util.Pod(ns, "later", "jobs"))
+		Eventually(func() int32 { return kit.GetLock(ns, "jobs").Status.WaitingCount }).Should(Equal(int32(2)))
 
 		By("the controller stops right after writing the Lease for the pod")
 		stopManage()
 		Expect(holder.Release(ctx)).To(Succeed())
-		victim := getPod(ns, "victim")
-		l := getLease(ns, "jobs")
-		kept := leaseState(ns, "jobs").Reserved
+		victim := kit.GetPod(ns, "victim")
+		l := kit.GetLease(ns, "jobs")
+		kept := kit.LeaseState(ns, "jobs").Reserved
 		Expect(kept).NotTo(BeZero(), "the library's release keeps the lock for the pod at the head of the queue")
 		var tok token.Token
 		_, err = lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, l, func(next *coordinationv1.Lease) error {
@@ -222,25 +198,25 @@ var _ = Describe("Pods as lock holders", func() {
 			return err
 		})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(locksv1alpha1.HasLockGate(getPod(ns, "victim"))).To(BeTrue())
+		Expect(locksv1alpha1.HasLockGate(kit.GetPod(ns, "victim"))).To(BeTrue())
 
 		By("a restarted controller ungates that pod with that token")
 		startManager()
 		Expect(granted(ns, "victim")).To(Equal(tok))
-		st := leaseState(ns, "jobs")
+		st := kit.LeaseState(ns, "jobs")
 		Expect(st.Token).To(Equal(tok), "no second grant")
 		Expect(st.Holder).To(Equal(locksv1alpha1.PodHolderIdentity(victim.Name, string(victim.UID))))
 		stillGated(ns, "later")
 	})
 
 	It("never ungates a namesake created between the grant and the ungate patch with the old pod's token", func() {
-		ns := newNamespace()
-		fl := newLock(ns, "jobs", nil)
-		holder, err := locker(fl, "library").TryAcquire(ctx) // keep the lock busy while the pod queues
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "jobs")
+		holder, err := kit.Locker(ns, "jobs", "library").TryAcquire(ctx) // keep the lock busy while the pod queues
 		Expect(err).NotTo(HaveOccurred())
-		newPod(ns, "worker-0", "jobs")
-		Eventually(func() int32 { return getLock(fl).Status.WaitingCount }).Should(Equal(int32(1)))
-		first := getPod(ns, "worker-0")
+		kit.CreatePod(util.Pod(ns, "worker-0", "jobs"))
+		Eventually(func() int32 { return kit.GetLock(ns, "jobs").Status.WaitingCount }).Should(Equal(int32(1)))
+		first := kit.GetPod(ns, "worker-0")
 
 		By("a controller that, right after granting worker-0, sees it deleted and recreated (a StatefulSet)")
 		stopManage()
@@ -257,10 +233,10 @@ var _ = Describe("Pods as lock holders", func() {
 
 		By("the namesake runs only with a grant of its own")
 		Eventually(func(g Gomega) {
-			p := getPod(ns, "worker-0")
+			p := kit.GetPod(ns, "worker-0")
 			g.Expect(p.UID).NotTo(Equal(first.UID))
 			g.Expect(locksv1alpha1.HasLockGate(p)).To(BeFalse(), "the namesake is granted in its turn")
-			st := leaseState(ns, "jobs")
+			st := kit.LeaseState(ns, "jobs")
 			g.Expect(st.Holder).To(Equal(locksv1alpha1.PodHolderIdentity(p.Name, string(p.UID))),
 				"an ungated pod holds the lock under its own UID")
 			g.Expect(p.Annotations).To(HaveKeyWithValue(locksv1alpha1.TokenAnnotation, st.Token.String()),
@@ -269,9 +245,9 @@ var _ = Describe("Pods as lock holders", func() {
 	})
 
 	It("refuses the ungate patch on a namesake of the pod it was made for", func() {
-		ns := newNamespace()
-		newPod(ns, "worker-0", "no-such-lock") // no lock of that name: the controller leaves it gated
-		old := getPod(ns, "worker-0")
+		ns := kit.NewNamespace()
+		kit.CreatePod(util.Pod(ns, "worker-0", "no-such-lock")) // no lock of that name: the controller leaves it gated
+		old := kit.GetPod(ns, "worker-0")
 		patch, err := controllers.UngatePatch(old, "no-such-lock", token.Token(42), 1, nil)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(recreatePod(ns, "worker-0", old.UID)).To(Succeed())
@@ -279,7 +255,7 @@ var _ = Describe("Pods as lock holders", func() {
 		err = k8sClient.Patch(ctx, old.DeepCopy(), patch)
 		Expect(err).To(HaveOccurred(), "the old pod's patch must not land on its namesake")
 		Expect(controllers.PodReplaced(err)).To(BeTrue(), "refusal not recognized: %v", err)
-		p := getPod(ns, "worker-0")
+		p := kit.GetPod(ns, "worker-0")
 		Expect(locksv1alpha1.HasLockGate(p)).To(BeTrue())
 		Expect(p.Annotations).NotTo(HaveKey(locksv1alpha1.TokenAnnotation))
 
@@ -287,48 +263,48 @@ var _ = Describe("Pods as lock holders", func() {
 		patch, err = controllers.UngatePatch(p, "no-such-lock", token.Token(43), 1, nil)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(k8sClient.Patch(ctx, p.DeepCopy(), patch)).To(Succeed())
-		p = getPod(ns, "worker-0")
+		p = kit.GetPod(ns, "worker-0")
 		Expect(locksv1alpha1.HasLockGate(p)).To(BeFalse())
 		Expect(p.Annotations).To(HaveKeyWithValue(locksv1alpha1.TokenAnnotation, "43"))
 	})
 
 	It("mirrors a holder pod with a 253-character name and revokes it at its expiry on its own timer", func() {
-		ns := newNamespace()
-		fl := newLock(ns, "jobs", func(fl *locksv1alpha1.FencedLock) { fl.Spec.LeaseDurationSeconds = 1 })
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "jobs", util.LeaseSeconds(1))
 		// The longest pod name there is: four DNS labels, 253 characters.
 		name := strings.Join([]string{strings.Repeat("a", 63), strings.Repeat("b", 63), strings.Repeat("c", 63),
 			strings.Repeat("d", 61)}, ".")
-		newPod(ns, name, "jobs")
+		kit.CreatePod(util.Pod(ns, name, "jobs"))
 		granted(ns, name)
-		id := locksv1alpha1.PodHolderIdentity(name, string(getPod(ns, name).UID))
+		id := locksv1alpha1.PodHolderIdentity(name, string(kit.GetPod(ns, name).UID))
 		Expect(id).To(HaveLen(294))
 		Eventually(func(g Gomega) {
-			st := getLock(fl).Status
+			st := kit.GetLock(ns, "jobs").Status
 			g.Expect(st.Holder).To(Equal(id))
 			g.Expect(meta.FindStatusCondition(st.Conditions, locksv1alpha1.ConditionHeld).Message).To(ContainSubstring(id))
 		}).Should(Succeed())
 
 		By("the pod never becomes Ready; no poke: the controller's own deadline brings the revocation")
-		Consistently(func() string { return leaseState(ns, "jobs").Holder }, "300ms").Should(Equal(id))
+		Consistently(func() string { return kit.LeaseState(ns, "jobs").Holder }, "300ms").Should(Equal(id))
 		fakeClock.Step(2 * time.Second)
-		Eventually(func() string { return leaseState(ns, "jobs").Holder }, "5s").Should(BeEmpty())
-		Eventually(func() string { return getLock(fl).Status.Holder }).Should(BeEmpty())
+		Eventually(func() string { return kit.LeaseState(ns, "jobs").Holder }, "5s").Should(BeEmpty())
+		Eventually(func() string { return kit.GetLock(ns, "jobs").Status.Holder }).Should(BeEmpty())
 	})
 
 	It("keeps pods gated while their lock does not exist, and grants once it does", func() {
-		ns := newNamespace()
-		newPod(ns, "early", "not-yet")
+		ns := kit.NewNamespace()
+		kit.CreatePod(util.Pod(ns, "early", "not-yet"))
 		Eventually(func() []string { return podEvents(ns, "early") }).Should(ContainElement(
 			ContainSubstring("FencedLock not-yet does not exist")))
 		stillGated(ns, "early")
 
-		fl := newLock(ns, "not-yet", nil)
+		kit.NewLock(ns, "not-yet")
 		granted(ns, "early")
 
 		By("the lock is deleted while a pod waits: it stays gated")
-		newPod(ns, "orphan", "not-yet")
-		Expect(k8sClient.Delete(ctx, getLock(fl))).To(Succeed())
-		Consistently(func() bool { return locksv1alpha1.HasLockGate(getPod(ns, "orphan")) }, "300ms").Should(BeTrue())
+		kit.CreatePod(util.Pod(ns, "orphan", "not-yet"))
+		Expect(k8sClient.Delete(ctx, kit.GetLock(ns, "not-yet"))).To(Succeed())
+		Consistently(func() bool { return locksv1alpha1.HasLockGate(kit.GetPod(ns, "orphan")) }, "300ms").Should(BeTrue())
 	})
 })
 

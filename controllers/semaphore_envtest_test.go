@@ -24,15 +24,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/test/util"
 )
-
-func permits(n int32) func(*locksv1alpha1.FencedLock) {
-	return func(fl *locksv1alpha1.FencedLock) { fl.Spec.Permits = n }
-}
 
 func setPermits(fl *locksv1alpha1.FencedLock, n int32) {
 	EventuallyWithOffset(1, func() error {
-		cur := getLock(fl)
+		cur := kit.GetLock(fl.Namespace, fl.Name)
 		cur.Spec.Permits = n
 		return k8sClient.Update(ctx, cur)
 	}).Should(Succeed())
@@ -40,22 +37,22 @@ func setPermits(fl *locksv1alpha1.FencedLock, n int32) {
 
 // permitOf is the permit number a granted pod was given.
 func permitOf(ns, name string) string {
-	return getPod(ns, name).Annotations[locksv1alpha1.PodPermitAnnotation]
+	return kit.GetPod(ns, name).Annotations[locksv1alpha1.PodPermitAnnotation]
 }
 
 var _ = Describe("Semaphores", func() {
 	It("runs N pods at once, keeps the (N+1)-th gated until one ends, and grants it a higher token", func() {
-		ns := newNamespace()
-		fl := newLock(ns, "pool", permits(2))
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "pool", util.Permits(2))
 		for _, n := range []string{"w-1", "w-2", "w-3"} {
-			newPod(ns, n, "pool")
+			kit.CreatePod(util.Pod(ns, n, "pool"))
 		}
 		t1, t2 := granted(ns, "w-1"), granted(ns, "w-2")
 		Expect(t1).NotTo(Equal(t2))
 		Expect([]string{permitOf(ns, "w-1"), permitOf(ns, "w-2")}).To(ConsistOf("1", "2"))
-		Consistently(func() bool { return locksv1alpha1.HasLockGate(getPod(ns, "w-3")) }, "500ms").Should(BeTrue())
+		Consistently(func() bool { return locksv1alpha1.HasLockGate(kit.GetPod(ns, "w-3")) }, "500ms").Should(BeTrue())
 		Eventually(func(g Gomega) {
-			st := getLock(fl).Status
+			st := kit.GetLock(ns, "pool").Status
 			g.Expect(st.Held).To(Equal("2/2"))
 			g.Expect(st.Holders).To(HaveLen(2))
 			g.Expect(st.WaitingCount).To(Equal(int32(1)))
@@ -71,10 +68,10 @@ var _ = Describe("Semaphores", func() {
 	})
 
 	It("serves the queue at once when permits are raised, and revokes nobody when they are lowered", func() {
-		ns := newNamespace()
-		fl := newLock(ns, "pool", permits(1))
+		ns := kit.NewNamespace()
+		fl := kit.NewLock(ns, "pool", util.Permits(1))
 		for _, n := range []string{"a", "b", "c"} {
-			newPod(ns, n, "pool")
+			kit.CreatePod(util.Pod(ns, n, "pool"))
 		}
 		ta := granted(ns, "a")
 		stillGated(ns, "b", "c")
@@ -83,10 +80,10 @@ var _ = Describe("Semaphores", func() {
 		tb, tc := granted(ns, "b"), granted(ns, "c")
 		Expect(tb).To(BeNumerically(">", ta))
 		Expect(tc).To(BeNumerically(">", tb))
-		st := leaseState(ns, "pool")
+		st := kit.LeaseState(ns, "pool")
 		Expect(st.Semaphore).To(BeTrue())
 		Expect(st.Holders()).To(HaveLen(3))
-		a := getPod(ns, "a")
+		a := kit.GetPod(ns, "a")
 		p, ok := st.HolderOf(locksv1alpha1.PodHolderIdentity(a.Name, string(a.UID)))
 		Expect(ok).To(BeTrue())
 		Expect(p.Token).To(Equal(ta), "a keeps its grant and token across the change of format")
@@ -94,38 +91,38 @@ var _ = Describe("Semaphores", func() {
 		setPermits(fl, 1)
 		Eventually(func() []string { return events(ns, "pool") }).Should(ContainElement(
 			ContainSubstring("spec.permits lowered to 1 while 3 permits are held: nobody is revoked")))
-		newPod(ns, "d", "pool")
-		Expect(leaseState(ns, "pool").Holders()).To(HaveLen(3), "lowering revokes nobody")
+		kit.CreatePod(util.Pod(ns, "d", "pool"))
+		Expect(kit.LeaseState(ns, "pool").Holders()).To(HaveLen(3), "lowering revokes nobody")
 		setPodStatus(ns, "a", corev1.PodSucceeded, false)
 		setPodStatus(ns, "b", corev1.PodSucceeded, false)
-		Eventually(func() int { return len(leaseState(ns, "pool").Holders()) }).Should(Equal(1))
-		Consistently(func() bool { return locksv1alpha1.HasLockGate(getPod(ns, "d")) }, "500ms").Should(BeTrue(),
+		Eventually(func() int { return len(kit.LeaseState(ns, "pool").Holders()) }).Should(Equal(1))
+		Consistently(func() bool { return locksv1alpha1.HasLockGate(kit.GetPod(ns, "d")) }, "500ms").Should(BeTrue(),
 			"d waits while as many permits are held as the lock admits")
 		setPodStatus(ns, "c", corev1.PodSucceeded, false)
 		td := granted(ns, "d")
 		Expect(td).To(BeNumerically(">", tc))
-		Eventually(func() bool { return leaseState(ns, "pool").Semaphore }).Should(BeFalse(),
+		Eventually(func() bool { return kit.LeaseState(ns, "pool").Semaphore }).Should(BeFalse(),
 			"a semaphore of one permit returns to the lock format once its holder's token is the last")
 	})
 
 	It("revokes a permit that is not renewed and hands it to the next waiter, keeping the other holder", func() {
-		ns := newNamespace()
-		fl := newLock(ns, "pool", permits(2))
-		Eventually(func() bool { return leaseState(ns, "pool").Semaphore }).Should(BeTrue())
-		paused, err := locker(fl, "paused").TryAcquire(ctx) // never renews
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "pool", util.Permits(2))
+		Eventually(func() bool { return kit.LeaseState(ns, "pool").Semaphore }).Should(BeTrue())
+		paused, err := kit.Locker(ns, "pool", "paused").TryAcquire(ctx) // never renews
 		Expect(err).NotTo(HaveOccurred())
-		live, err := locker(fl, "live").TryAcquire(ctx)
+		live, err := kit.Locker(ns, "pool", "live").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(live.Token()).To(BeNumerically(">", paused.Token()))
-		newPod(ns, "next", "pool")
-		Eventually(func() int32 { return getLock(fl).Status.WaitingCount }).Should(Equal(int32(1)))
+		kit.CreatePod(util.Pod(ns, "next", "pool"))
+		Eventually(func() int32 { return kit.GetLock(ns, "pool").Status.WaitingCount }).Should(Equal(int32(1)))
 		for range 3 { // the live holder renews every 5s of the controller's clock; 15s is the lease
 			fakeClock.Step(5 * time.Second)
 			Expect(live.Renew(ctx)).To(Succeed())
 		}
 		tn := granted(ns, "next")
 		Expect(tn).To(BeNumerically(">", live.Token()))
-		st := leaseState(ns, "pool")
+		st := kit.LeaseState(ns, "pool")
 		Expect(st.RevokedToken).To(Equal(paused.Token()))
 		_, stillLive := st.Permit("live", live.Token())
 		Expect(stillLive).To(BeTrue(), "the renewing holder keeps its permit")
@@ -135,31 +132,31 @@ var _ = Describe("Semaphores", func() {
 	})
 
 	It("lets pods name a semaphore among several locks: all or nothing, in the global order", func() {
-		ns := newNamespace()
-		newLock(ns, "pool", func(fl *locksv1alpha1.FencedLock) { fl.Spec.Permits = 2; longLease(fl) })
-		newLock(ns, "zledger", longLease)
-		m1 := newMultiLockPod(ns, "m1", "zledger,pool") // the order of the annotation does not matter
-		Eventually(func() bool { return locksv1alpha1.HasLockGate(getPod(ns, "m1")) }).Should(BeFalse())
-		Expect(lockTokens(getPod(ns, "m1"))).To(HaveKey("pool"))
-		Expect(lockTokens(getPod(ns, "m1"))).To(HaveKey("zledger"))
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "pool", util.Permits(2), longLease)
+		kit.NewLock(ns, "zledger", longLease)
+		m1 := kit.CreatePod(util.MultiLockPod(ns, "m1", "zledger,pool")) // the order of the annotation does not matter
+		Eventually(func() bool { return locksv1alpha1.HasLockGate(kit.GetPod(ns, "m1")) }).Should(BeFalse())
+		Expect(util.PodTokens(kit.GetPod(ns, "m1"))).To(HaveKey("pool"))
+		Expect(util.PodTokens(kit.GetPod(ns, "m1"))).To(HaveKey("zledger"))
 
-		m2 := newMultiLockPod(ns, "m2", "pool,zledger")
+		m2 := kit.CreatePod(util.MultiLockPod(ns, "m2", "pool,zledger"))
 		m2id := locksv1alpha1.PodHolderIdentity(m2.Name, string(m2.UID))
-		Eventually(func() bool { _, ok := leaseState(ns, "pool").HolderOf(m2id); return ok }).Should(BeTrue(),
+		Eventually(func() bool { _, ok := kit.LeaseState(ns, "pool").HolderOf(m2id); return ok }).Should(BeTrue(),
 			"m2 takes the second permit of pool, the first of its locks in the order")
-		newPod(ns, "s", "pool") // pool is full now: s waits
+		kit.CreatePod(util.Pod(ns, "s", "pool")) // pool is full now: s waits
 		Consistently(func(g Gomega) {
-			g.Expect(locksv1alpha1.HasLockGate(getPod(ns, "m2"))).To(BeTrue(), "m2 waits for zledger")
-			g.Expect(lockTokens(getPod(ns, "m2"))).To(BeEmpty(), "no token before it holds all its locks")
-			g.Expect(locksv1alpha1.HasLockGate(getPod(ns, "s"))).To(BeTrue(), "s waits for a permit")
+			g.Expect(locksv1alpha1.HasLockGate(kit.GetPod(ns, "m2"))).To(BeTrue(), "m2 waits for zledger")
+			g.Expect(util.PodTokens(kit.GetPod(ns, "m2"))).To(BeEmpty(), "no token before it holds all its locks")
+			g.Expect(locksv1alpha1.HasLockGate(kit.GetPod(ns, "s"))).To(BeTrue(), "s waits for a permit")
 		}, "500ms").Should(Succeed())
 
 		setPodStatus(ns, m1.Name, corev1.PodSucceeded, false)
-		Eventually(func() bool { return locksv1alpha1.HasLockGate(getPod(ns, "m2")) }).Should(BeFalse(),
+		Eventually(func() bool { return locksv1alpha1.HasLockGate(kit.GetPod(ns, "m2")) }).Should(BeFalse(),
 			"m1's end frees zledger: m2 holds both")
-		Expect(lockTokens(getPod(ns, "m2"))).To(HaveLen(2))
+		Expect(util.PodTokens(kit.GetPod(ns, "m2"))).To(HaveLen(2))
 		ts := granted(ns, "s") // and the permit m1 held goes to s
-		Expect(ts.String()).To(Equal(leaseState(ns, "pool").Token.String()), "s got the last permit granted")
-		Expect(leaseState(ns, "pool").Holders()).To(ConsistOf(m2id, HavePrefix("pod/s/")))
+		Expect(ts.String()).To(Equal(kit.LeaseState(ns, "pool").Token.String()), "s got the last permit granted")
+		Expect(kit.LeaseState(ns, "pool").Holders()).To(ConsistOf(m2id, HavePrefix("pod/s/")))
 	})
 })

@@ -46,6 +46,8 @@ var (
 	clientset  *kubernetes.Clientset
 	fakeClock  *clocktesting.FakeClock
 	stopManage context.CancelFunc
+	// kit builds the suite's namespaces, locks, pods and clients.
+	kit util.Kit
 )
 
 func TestControllers(t *testing.T) {
@@ -60,6 +62,7 @@ var _ = BeforeSuite(func() {
 	started, err := util.Start()
 	Expect(err).NotTo(HaveOccurred())
 	testEnv, cfg, k8sClient, clientset = started.Env, started.Cfg, started.Client, started.Clientset
+	kit = util.Kit{Ctx: ctx, Client: k8sClient, Leases: clientset.CoordinationV1(), Prefix: "ctrl-"}
 
 	fakeClock = clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	startManager()

@@ -38,6 +38,7 @@ import (
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/token"
+	"github.com/fencedlock/fencedlock/test/util"
 )
 
 // An adversary with ordinary RBAC: edit rights on ConfigMaps, pods, Deployments (and their scale),
@@ -78,9 +79,9 @@ var _ = Describe("No way around the fence", func() {
 		b  token.Token // current token of lock "settlement", held by worker-b
 	)
 	BeforeEach(func() {
-		ns = newNamespace()
-		newLock(ns, "settlement", 15)
-		gb, err := locker(ns, "settlement", "worker-b").TryAcquire(ctx)
+		ns = kit.NewNamespace()
+		kit.NewLock(ns, "settlement", util.LeaseSeconds(15))
+		gb, err := kit.Locker(ns, "settlement", "worker-b").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		b = gb.Token()
 	})
@@ -110,18 +111,18 @@ var _ = Describe("No way around the fence", func() {
 
 	It("admits a token only while the lock is held with it: released and revoked tokens are refused", func() {
 		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
-		g, err := locker(ns, "settlement", "worker-b").Attach(ctx, b)
+		g, err := kit.Locker(ns, "settlement", "worker-b").Attach(ctx, b)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(g.Release(ctx)).To(Succeed())
 		deniedWith(writeCM(ns, "ledger", b.String(), "stale"), "is no longer held (released by its holder)")
 		deniedWith(k8sClient.Delete(ctx, fencedConfigMap(ns, "ledger", "settlement", b, "")), "stamp the object with the current token")
 
-		newLock(ns, "short", 1)
-		gs, err := locker(ns, "short", "sleeper").TryAcquire(ctx)
+		kit.NewLock(ns, "short", util.LeaseSeconds(1))
+		gs, err := kit.Locker(ns, "short", "sleeper").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "short-cm", "short", gs.Token(), "1"))).To(Succeed())
 		Eventually(func() string {
-			return getLease(ns, "short").Annotations[locksv1alpha1.RevokedTokenAnnotation]
+			return kit.GetLease(ns, "short").Annotations[locksv1alpha1.RevokedTokenAnnotation]
 		}, 10*time.Second, 50*time.Millisecond).Should(Equal(gs.Token().String()), "the controller revokes the unrenewed grant")
 		patch := mergePatch(`{"metadata":{"annotations":{%q:%q}},"data":{"balance":"late"}}`, locksv1alpha1.TokenAnnotation, gs.Token())
 		deniedWith(k8sClient.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "short-cm"}}, patch),
@@ -164,12 +165,11 @@ var _ = Describe("No way around the fence", func() {
 		Expect(err).NotTo(HaveOccurred())
 
 		By("an eviction is the DELETE it is: judged by the pod's recorded token")
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fenced-pod",
-			Labels:      map[string]string{locksv1alpha1.FencedByLabel: "settlement"},
-			Annotations: map[string]string{locksv1alpha1.TokenAnnotation: b.String()}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
-		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
-		g, err := locker(ns, "settlement", "worker-b").Attach(ctx, b)
+		pod := util.Pod(ns, "fenced-pod", "")
+		pod.Labels = map[string]string{locksv1alpha1.FencedByLabel: "settlement"}
+		pod.Annotations = map[string]string{locksv1alpha1.TokenAnnotation: b.String()}
+		kit.CreatePod(pod)
+		g, err := kit.Locker(ns, "settlement", "worker-b").Attach(ctx, b)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(g.Release(ctx)).To(Succeed())
 		err = cs.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fenced-pod"}})
@@ -180,10 +180,10 @@ var _ = Describe("No way around the fence", func() {
 	It("enforces the Lease protocol on every principal allowed to update Leases", func() {
 		mallory, _ := ordinaryUser(ns, "mallory")
 		free := func() *coordinationv1.Lease {
-			g, err := locker(ns, "settlement", "worker-b").Attach(ctx, b)
+			g, err := kit.Locker(ns, "settlement", "worker-b").Attach(ctx, b)
 			Expect(err).NotTo(HaveOccurred())
 			_ = g.Release(ctx)
-			return getLease(ns, "settlement")
+			return kit.GetLease(ns, "settlement")
 		}
 		l := free()
 
@@ -199,7 +199,7 @@ var _ = Describe("No way around the fence", func() {
 		grant.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
 		Expect(mallory.Update(ctx, grant)).To(Succeed())
 
-		held := getLease(ns, "settlement")
+		held := kit.GetLease(ns, "settlement")
 		for _, tc := range []struct {
 			what, want string
 			mutate     func(*coordinationv1.Lease)
@@ -239,7 +239,7 @@ var _ = Describe("No way around the fence", func() {
 		Expect(mallory.Update(ctx, release)).To(Succeed())
 
 		By("pod/ identities are the controller's")
-		l = getLease(ns, "settlement")
+		l = kit.GetLease(ns, "settlement")
 		podGrant := l.DeepCopy()
 		podGrant.Spec.HolderIdentity = new("pod/worker-0/0000")
 		podGrant.Annotations[locksv1alpha1.TokenAnnotation] = l.ResourceVersion
@@ -271,9 +271,7 @@ var _ = Describe("No way around the fence", func() {
 
 	It("keeps a queued pod's gate, token and lock label the manager's", func() {
 		mallory, _ := ordinaryUser(ns, "mallory")
-		queued := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "queued",
-			Labels: map[string]string{locksv1alpha1.LockLabel: "settlement"}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		queued := util.Pod(ns, "queued", "settlement")
 		createGated(mallory, queued) // worker-b holds the lock
 
 		policyDenied(mallory.Patch(ctx, queued.DeepCopy(), mergePatch(`{"metadata":{"annotations":{%q:%q}}}`,
@@ -286,8 +284,7 @@ var _ = Describe("No way around the fence", func() {
 			locksv1alpha1.LockLabel)), "fencedlock-pod-grant", "cannot be added, changed or removed")
 		Expect(mallory.Patch(ctx, queued.DeepCopy(), mergePatch(`{"metadata":{"annotations":{"note":"ordinary edits pass"}}}`))).To(Succeed())
 
-		plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "plain"},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		plain := util.Pod(ns, "plain", "")
 		Expect(mallory.Create(ctx, plain)).To(Succeed())
 		policyDenied(mallory.Patch(ctx, plain, mergePatch(`{"metadata":{"labels":{%q:"settlement"}}}`, locksv1alpha1.LockLabel)),
 			"fencedlock-pod-grant", "set when a pod is created")
@@ -295,7 +292,7 @@ var _ = Describe("No way around the fence", func() {
 
 	It("keeps a multi-lock pod's list of locks and its per-lock tokens the manager's", func() {
 		mallory, _ := ordinaryUser(ns, "eve")
-		multi := multiLockPod(ns, "multi", "settlement,other", "")
+		multi := util.MultiLockPod(ns, "multi", "settlement,other")
 		createGated(mallory, multi)
 		Expect(multi.Labels).To(HaveKeyWithValue(locksv1alpha1.LockLabel, "other"), "labelled with its first lock")
 
@@ -306,9 +303,7 @@ var _ = Describe("No way around the fence", func() {
 		policyDenied(mallory.Patch(ctx, multi.DeepCopy(), mergePatch(`{"metadata":{"annotations":{%q:null}}}`,
 			locksv1alpha1.LocksAnnotation)), "fencedlock-pod-grant", "cannot be added, changed or removed")
 
-		queued := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "queued-single",
-			Labels: map[string]string{locksv1alpha1.LockLabel: "settlement"}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		queued := util.Pod(ns, "queued-single", "settlement")
 		Expect(mallory.Create(ctx, queued)).To(Succeed())
 		policyDenied(mallory.Patch(ctx, queued.DeepCopy(), mergePatch(`{"metadata":{"annotations":{%q:"settlement,other"}}}`,
 			locksv1alpha1.LocksAnnotation)), "fencedlock-pod-grant", "annotation fencedlock.io/locks is set when a pod is created")
@@ -317,10 +312,10 @@ var _ = Describe("No way around the fence", func() {
 
 	It("reports each denial with the token it presented, DELETE apart from UPDATE", func() {
 		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
-		g, err := locker(ns, "settlement", "worker-b").Attach(ctx, b)
+		g, err := kit.Locker(ns, "settlement", "worker-b").Attach(ctx, b)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(g.Release(ctx)).To(Succeed())
-		c, err := locker(ns, "settlement", "worker-c").TryAcquire(ctx)
+		c, err := kit.Locker(ns, "settlement", "worker-c").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(writeCM(ns, "ledger", (c.Token() + 1000).String(), "forged")).To(HaveOccurred())
 		Expect(writeCM(ns, "ledger", b.String(), "stale")).To(HaveOccurred())
@@ -357,7 +352,7 @@ var _ = Describe("No way around the fence", func() {
 		Expect(k8sClient.Patch(ctx, fin.DeepCopy(), mergePatch(`{"metadata":{"finalizers":null}}`))).To(Succeed())
 
 		By("the lock goes first, then the namespace: every fenced object still deletes")
-		g, err := locker(ns, "settlement", "worker-b").Attach(ctx, b)
+		g, err := kit.Locker(ns, "settlement", "worker-b").Attach(ctx, b)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(g.Release(ctx)).To(Succeed())
 		Expect(k8sClient.Delete(ctx, &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settlement"}})).To(Succeed())

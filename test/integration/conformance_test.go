@@ -134,8 +134,8 @@ func conformanceToken(spec, installedToken, rv string) string {
 // holder is installed by a grant, so the installed token is the resourceVersion of that write,
 // whatever the table's number. It returns the lock Lease and the queue Lease as installed.
 func installConformance(ns, name string, c conformance.Case) (lock, queue *coordinationv1.Lease) {
-	cur := getLease(ns, name)
-	queue = getLease(ns, lease.QueueOf(cur))
+	cur := kit.GetLease(ns, name)
+	queue = kit.GetLease(ns, lease.QueueOf(cur))
 	if queue.Annotations == nil {
 		queue.Annotations = map[string]string{}
 	}
@@ -351,7 +351,7 @@ func sameQueue(got, want string) (bool, string) {
 // expectConformanceLease checks the lock Lease against an outcome, the lock having been
 // installed as installed.
 func expectConformanceLease(ns, name string, c conformance.Case, installed *coordinationv1.Lease, w *conformance.Outcome) {
-	got := getLease(ns, name)
+	got := kit.GetLease(ns, name)
 	tok := installed.Annotations[locksv1alpha1.TokenAnnotation]
 	ExpectWithOffset(1, ptr.Deref(got.Spec.HolderIdentity, "")).To(Equal(w.Holder), "holder")
 	ExpectWithOffset(1, got.Annotations[locksv1alpha1.TokenAnnotation]).
@@ -398,7 +398,7 @@ func expectConformanceLease(ns, name string, c conformance.Case, installed *coor
 
 // expectConformanceQueue checks the queue Lease against an outcome.
 func expectConformanceQueue(ns, name string, w *conformance.Outcome) {
-	got := getLease(ns, name)
+	got := kit.GetLease(ns, name)
 	ok, diff := sameQueue(got.Annotations[locksv1alpha1.QueueAnnotation], ptr.Deref(w.Queue, ""))
 	ExpectWithOffset(1, ok).To(BeTrue(), diff)
 	ExpectWithOffset(1, got.Annotations[locksv1alpha1.QueueUnreadableAnnotation]).To(Equal(ptr.Deref(w.QueueUnreadable, "")))
@@ -414,18 +414,18 @@ var _ = Describe("The conformance table against the API server", Ordered, Contin
 
 	BeforeAll(func() {
 		Expect(loadErr).NotTo(HaveOccurred())
-		ns = newNamespace()
+		ns = kit.NewNamespace()
 		client, _ = ordinaryUser(ns, "conformance-client")
 		for i, c := range cases {
 			if w, _ := caseWrite(c); w == nil {
 				continue
 			}
 			names[c.Name] = fmt.Sprintf("case-%02d", i)
-			newLock(ns, names[c.Name], 15)
+			kit.NewLock(ns, names[c.Name], util.LeaseSeconds(15))
 		}
 		for _, name := range names {
 			Eventually(func() error {
-				_, err := clientset.CoordinationV1().Leases(ns).Get(ctx, lease.QueueOf(getLease(ns, name)), metav1.GetOptions{})
+				_, err := clientset.CoordinationV1().Leases(ns).Get(ctx, lease.QueueOf(kit.GetLease(ns, name)), metav1.GetOptions{})
 				return err
 			}, 10*time.Second, 20*time.Millisecond).Should(Succeed(), "the manager creates the queue Lease of %s", name)
 		}

@@ -36,8 +36,8 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
-	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/token"
+	"github.com/fencedlock/fencedlock/test/util"
 )
 
 func fencedConfigMap(ns, name, lockName string, tok token.Token, data string) *corev1.ConfigMap {
@@ -100,13 +100,13 @@ var _ = Describe("The fence", func() {
 	)
 	// Two grants of lock "settlement": a (stale) then b (current).
 	BeforeEach(func() {
-		ns = newNamespace()
-		newLock(ns, "settlement", 15)
-		ga, err := locker(ns, "settlement", "worker-a").TryAcquire(ctx)
+		ns = kit.NewNamespace()
+		kit.NewLock(ns, "settlement", util.LeaseSeconds(15))
+		ga, err := kit.Locker(ns, "settlement", "worker-a").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		a = ga.Token()
 		Expect(ga.Release(ctx)).To(Succeed())
-		gb, err := locker(ns, "settlement", "worker-b").TryAcquire(ctx)
+		gb, err := kit.Locker(ns, "settlement", "worker-b").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		b = gb.Token()
 	})
@@ -184,7 +184,7 @@ var _ = Describe("The fence", func() {
 	})
 
 	It("refuses a move to another lock in one write", func() {
-		newLock(ns, "other", 15)
+		kit.NewLock(ns, "other", util.LeaseSeconds(15))
 		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
 		cm := &corev1.ConfigMap{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ledger"}, cm)).To(Succeed())
@@ -194,10 +194,10 @@ var _ = Describe("The fence", func() {
 
 	It("lets only the current epoch delete", func() {
 		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "old", "settlement", b, "1"))).To(Succeed())
-		g, err := locker(ns, "settlement", "worker-b").Attach(ctx, b)
+		g, err := kit.Locker(ns, "settlement", "worker-b").Attach(ctx, b)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(g.Release(ctx)).To(Succeed())
-		c, err := locker(ns, "settlement", "worker-c").TryAcquire(ctx)
+		c, err := kit.Locker(ns, "settlement", "worker-c").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 
 		By("worker b lost the lock: it cannot delete what it wrote")
@@ -237,10 +237,10 @@ var _ = Describe("The fence", func() {
 
 	It("binds writes to the holder's principal when holderBinding is on", func() {
 		setFence(ns, "settlement", `{"holderBinding":true}`)
-		g, err := locker(ns, "settlement", "worker-b").Attach(ctx, b)
+		g, err := kit.Locker(ns, "settlement", "worker-b").Attach(ctx, b)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(g.Release(ctx)).To(Succeed())
-		alice, err := locker(ns, "settlement", "alice/laptop").TryAcquire(ctx)
+		alice, err := kit.Locker(ns, "settlement", "alice/laptop").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 
 		as := func(user string) client.Client {
@@ -258,10 +258,7 @@ var _ = Describe("The fence", func() {
 
 		By("a pod holder must write with its own service-account token (pod-uid claim)")
 		Expect(alice.Release(ctx)).To(Succeed())
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "worker-0",
-			Labels: map[string]string{locksv1alpha1.LockLabel: "settlement"}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "example.com/worker:1"}}}}
-		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		pod := kit.CreatePod(util.Pod(ns, "worker-0", "settlement"))
 		var podToken token.Token
 		Eventually(func(g Gomega) {
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
@@ -304,8 +301,8 @@ var _ = Describe("The paused holder, with two OS processes", func() {
 	})
 
 	It("refuses the paused holder's late write; the newer holder's data survives", func() {
-		ns := newNamespace()
-		newLock(ns, "settlement", 2)
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "settlement", util.LeaseSeconds(2))
 		worker := func(id, work string) *gexec.Session {
 			cmd := exec.Command(workerBin, "--kubeconfig", kubeconfig, "--namespace", ns, "--lock", "settlement",
 				"--configmap", "ledger", "--identity", id, "--work", work, "--entry", "balance by "+id)
@@ -319,12 +316,11 @@ var _ = Describe("The paused holder, with two OS processes", func() {
 		Eventually(procA.Out, 20*time.Second).Should(gbytes.Say(`acquired lock \S+ with token (\d+)`))
 		Expect(procA.Command.Process.Signal(syscall.SIGSTOP)).To(Succeed())
 		DeferCleanup(func() { _ = procA.Command.Process.Signal(syscall.SIGCONT); procA.Kill() })
-		tokA := leaseToken(ns, "settlement")
+		tokA := kit.LeaseState(ns, "settlement").Token.String()
 
 		By("its lease expires and the controller revokes it")
 		Eventually(func() string {
-			st, err := lease.Read(getLease(ns, "settlement"))
-			Expect(err).NotTo(HaveOccurred())
+			st := kit.LeaseState(ns, "settlement")
 			return st.Holder
 		}, 10*time.Second, 20*time.Millisecond).Should(BeEmpty())
 
@@ -350,12 +346,6 @@ var _ = Describe("The paused holder, with two OS processes", func() {
 		Expect(cm.Annotations[locksv1alpha1.RecordedTokenAnnotation]).To(Equal(tokB))
 	})
 })
-
-func leaseToken(ns, name string) string {
-	st, err := lease.Read(getLease(ns, name))
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
-	return st.Token.String()
-}
 
 // setFence merge-patches spec.fence of a lock (a patch: the controller writes its status meanwhile).
 func setFence(ns, name, fenceJSON string) {

@@ -21,17 +21,8 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/fencedlock/fencedlock/test/util"
 )
-
-func getLease(ns, name string) *coordinationv1.Lease {
-	l := &coordinationv1.Lease{}
-	ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, l)).To(Succeed())
-	return l
-}
 
 // buildWithKubeconfig builds the program at pkg and writes a kubeconfig for it (as user), for
 // tests that run it as a separate OS process against the real API server.

@@ -44,7 +44,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
-	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/pkg/token"
 	"github.com/fencedlock/fencedlock/test/util"
@@ -159,20 +158,14 @@ func connRefused() error {
 var _ = Describe("Go client robustness", func() {
 	Context("holder identities", func() {
 		It("refuses identities reserved for pods, and empty ones, before any API call", func() {
-			ns := newNamespace()
-			newLock(ns, "reserved", 15)
+			ns := kit.NewNamespace()
+			kit.NewLock(ns, "reserved", util.LeaseSeconds(15))
 			for _, id := range []string{"pod/x", locksv1alpha1.PodHolderIdentity("worker-0", "uid-1"), ""} {
+				// New refuses it, so no Locker can acquire, wait or attach under it.
 				f := &flakyLeases{}
-				l := util.NewLocker(flakyGetter{f}, ns, "reserved", lock.WithIdentity(id))
-				_, err := l.TryAcquire(ctx)
-				Expect(err).To(HaveOccurred(), "TryAcquire as %q", id)
-				actx, acancel := context.WithTimeout(ctx, 2*time.Second)
-				_, aerr := l.Acquire(actx)
-				acancel()
-				Expect(aerr).To(HaveOccurred(), "Acquire as %q", id)
-				Expect(errors.Is(aerr, context.DeadlineExceeded)).To(BeFalse(), "Acquire as %q waited: %v", id, aerr)
-				_, terr := l.Attach(ctx, token.Token(1))
-				Expect(terr).To(HaveOccurred(), "Attach as %q", id)
+				l, err := lock.New(flakyGetter{f}, ns, "reserved", lock.WithIdentity(id))
+				Expect(err).To(HaveOccurred(), "New as %q", id)
+				Expect(l).To(BeNil())
 				Expect(f.calls).To(BeEmpty(), "API calls made with identity %q", id)
 				if id == "" {
 					Expect(err.Error()).To(ContainSubstring("identity must not be empty"))
@@ -184,12 +177,11 @@ var _ = Describe("Go client robustness", func() {
 				_, err = lock.NewForConfig(cfg, ns, "reserved", lock.WithIdentity(id))
 				Expect(errors.Is(err, lock.ErrInvalidIdentity)).To(BeTrue(), "NewForConfig as %q: %v", id, err)
 			}
-			st, err := lease.Read(getLease(ns, "reserved"))
-			Expect(err).NotTo(HaveOccurred())
+			st := kit.LeaseState(ns, "reserved")
 			Expect(st.Transitions).To(BeZero(), "a reserved identity was granted the lock")
 
 			By("an identity that merely contains pod/ is fine")
-			g, err := locker(ns, "reserved", "team/pod/x").TryAcquire(ctx)
+			g, err := kit.Locker(ns, "reserved", "team/pod/x").TryAcquire(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(g.Release(ctx)).To(Succeed())
 		})
@@ -197,9 +189,9 @@ var _ = Describe("Go client robustness", func() {
 
 	Context("a restarting or overloaded API server", func() {
 		It("Acquire resumes when its List and Watch fail with transient errors", func() {
-			ns := newNamespace()
-			newLock(ns, "flaky", 15)
-			a, err := locker(ns, "flaky", "a").TryAcquire(ctx)
+			ns := kit.NewNamespace()
+			kit.NewLock(ns, "flaky", util.LeaseSeconds(15))
+			a, err := kit.Locker(ns, "flaky", "a").TryAcquire(ctx)
 			Expect(err).NotTo(HaveOccurred())
 
 			f := &flakyLeases{
@@ -250,19 +242,18 @@ var _ = Describe("Go client robustness", func() {
 		})
 
 		It("Acquire takes a grant whose write succeeded although its response was lost", func() {
-			ns := newNamespace()
-			newLock(ns, "lost-response", 15)
+			ns := kit.NewNamespace()
+			kit.NewLock(ns, "lost-response", util.LeaseSeconds(15))
 			f := &flakyLeases{
 				updatesAfter: []error{apierrors.NewServerTimeout(leasesResource, "update", 1)},
 			}
-			before := getLease(ns, "lost-response")
+			before := kit.GetLease(ns, "lost-response")
 			actx, acancel := context.WithTimeout(ctx, 10*time.Second)
 			defer acancel()
 			g, err := util.NewLocker(flakyGetter{f}, ns, "lost-response", lock.WithIdentity("c")).Acquire(actx)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(f.count("update")).To(Equal(1), "granted again instead of recognizing its own grant")
-			st, err := lease.Read(getLease(ns, "lost-response"))
-			Expect(err).NotTo(HaveOccurred())
+			st := kit.LeaseState(ns, "lost-response")
 			Expect(st.Holder).To(Equal("c"))
 			Expect(st.Token).To(Equal(g.Token()))
 			Expect(g.Token().String()).To(Equal(before.ResourceVersion))
@@ -271,14 +262,14 @@ var _ = Describe("Go client robustness", func() {
 		})
 
 		It("Acquire does not take as its own a grant another process of the same identity won", func() {
-			ns := newNamespace()
-			newLock(ns, "same-id", 15)
+			ns := kit.NewNamespace()
+			kit.NewLock(ns, "same-id", util.LeaseSeconds(15))
 			var other *lock.Grant
 			f := &flakyLeases{instead: func() error {
 				// The other process's grant, conditioned on the same resourceVersion, lands first;
 				// this process's write times out without reaching etcd.
 				var err error
-				other, err = locker(ns, "same-id", "c").TryAcquire(ctx)
+				other, err = kit.Locker(ns, "same-id", "c").TryAcquire(ctx)
 				Expect(err).NotTo(HaveOccurred())
 				return apierrors.NewServerTimeout(leasesResource, "update", 1)
 			}}
@@ -299,8 +290,8 @@ var _ = Describe("Go client robustness", func() {
 		})
 
 		It("Acquire returns at once on errors that do not heal", func() {
-			ns := newNamespace()
-			newLock(ns, "denied", 15)
+			ns := kit.NewNamespace()
+			kit.NewLock(ns, "denied", util.LeaseSeconds(15))
 			for _, err := range []error{
 				apierrors.NewForbidden(leasesResource, "", errors.New(`user "x" cannot list leases`)),
 				apierrors.NewBadRequest("bad field selector"),
@@ -316,7 +307,7 @@ var _ = Describe("Go client robustness", func() {
 		})
 
 		It("Acquire gives up when its context ends while the API server is down, saying why", func() {
-			ns := newNamespace()
+			ns := kit.NewNamespace()
 			refused := make([]error, 1000)
 			for i := range refused {
 				refused[i] = connRefused()
@@ -334,29 +325,27 @@ var _ = Describe("Go client robustness", func() {
 
 	Context("KeepAlive", func() {
 		It("keeps a grant on a Lease without leaseDurationSeconds instead of panicking", func() {
-			ns := newNamespace()
+			ns := kit.NewNamespace()
 			// A bare Lease nobody reconciles (no FencedLock, no managed-by label), as a third-party
 			// writer may leave it: a token, no duration.
 			bare := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bare",
 				Annotations: map[string]string{locksv1alpha1.TokenAnnotation: "1"}}}
 			_, err := clientset.CoordinationV1().Leases(ns).Create(ctx, bare, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
-			g, err := locker(ns, "bare", "k").TryAcquire(ctx)
+			g, err := kit.Locker(ns, "bare", "k").TryAcquire(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(g.Duration()).To(BeNumerically(">", 0))
 
-			kctx, kcancel := context.WithCancel(ctx)
-			defer kcancel()
 			renewTime := func() time.Time {
 				l, err := clientset.CoordinationV1().Leases(ns).Get(ctx, "bare", metav1.GetOptions{})
 				Expect(err).NotTo(HaveOccurred())
 				return l.Spec.RenewTime.Time
 			}
 			first := renewTime()
-			Expect(g.KeepAlive(kctx, 0)).NotTo(BeNil())
+			renewing := util.KeepAlive(g, 0)
 			Eventually(renewTime, 5*time.Second, 50*time.Millisecond).Should(BeTemporally(">", first))
 			Consistently(g.Lost(), "1s").ShouldNot(BeClosed())
-			kcancel()
+			renewing.Stop()
 			Expect(g.Release(ctx)).To(Succeed())
 		})
 	})
@@ -402,9 +391,9 @@ var _ = Describe("docs/protocol.md", func() {
 		}
 		assets, err := util.Assets()
 		Expect(err).NotTo(HaveOccurred())
-		ns := newNamespace()
-		newLock(ns, "ledger", 15)
-		stamp := getLease(ns, "ledger").Annotations[locksv1alpha1.TokenAnnotation]
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "ledger", util.LeaseSeconds(15))
+		stamp := kit.GetLease(ns, "ledger").Annotations[locksv1alpha1.TokenAnnotation]
 		kubeconfig := shellUser(ns, "shell-"+ns)
 
 		cmd := exec.CommandContext(ctx, "bash", "-c", protocolExample())
@@ -423,8 +412,7 @@ var _ = Describe("docs/protocol.md", func() {
 		Expect(tok).To(BeNumerically(">", first))
 
 		By("the Lease went through grant, renew and release, and keeps the token")
-		st, err := lease.Read(getLease(ns, "ledger"))
-		Expect(err).NotTo(HaveOccurred())
+		st := kit.LeaseState(ns, "ledger")
 		Expect(st.Held()).To(BeFalse())
 		Expect(st.Token).To(Equal(tok))
 		Expect(st.Transitions).To(Equal(int32(1)))
@@ -440,7 +428,7 @@ var _ = Describe("docs/protocol.md", func() {
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%v", err)
 
 		By("a grant that keeps the old token is refused as the document shows")
-		l := getLease(ns, "ledger")
+		l := kit.GetLease(ns, "ledger")
 		l.Spec.HolderIdentity = new("shell/example")
 		l.ManagedFields = nil
 		l.APIVersion, l.Kind = "coordination.k8s.io/v1", "Lease"

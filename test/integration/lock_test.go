@@ -27,53 +27,28 @@ import (
 	. "github.com/onsi/gomega"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/pkg/token"
 	"github.com/fencedlock/fencedlock/test/util"
 )
 
-func newNamespace() string {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "it-"}}
-	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
-	return ns.Name
-}
-
-// newLock creates a FencedLock and waits until its Lease is ready.
-func newLock(ns, name string, leaseSeconds int32) {
-	fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: leaseSeconds}}
-	Expect(k8sClient.Create(ctx, fl)).To(Succeed())
-	Eventually(func(g Gomega) {
-		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(fl), fl)).To(Succeed())
-		g.Expect(meta.IsStatusConditionTrue(fl.Status.Conditions, locksv1alpha1.ConditionReady)).To(BeTrue())
-	}, 20*time.Second, 20*time.Millisecond).Should(Succeed())
-}
-
-func locker(ns, name, id string) *lock.Locker {
-	return util.NewLocker(clientset.CoordinationV1(), ns, name, lock.WithIdentity(id))
-}
-
 var _ = Describe("Go client", func() {
 	It("acquires, renews and releases; a second acquirer waits and then gets a higher token", func() {
-		ns := newNamespace()
-		newLock(ns, "jobs", 15)
-		a, err := locker(ns, "jobs", "a").TryAcquire(ctx)
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "jobs", util.LeaseSeconds(15))
+		a, err := kit.Locker(ns, "jobs", "a").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 
-		_, err = locker(ns, "jobs", "b").TryAcquire(ctx)
+		_, err = kit.Locker(ns, "jobs", "b").TryAcquire(ctx)
 		Expect(errors.Is(err, lock.ErrHeld)).To(BeTrue(), "TryAcquire on a held lock: %v", err)
 
 		got := make(chan *lock.Grant, 1)
 		go func() {
 			defer GinkgoRecover()
-			g, err := locker(ns, "jobs", "b").Acquire(ctx)
+			g, err := kit.Locker(ns, "jobs", "b").Acquire(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			got <- g
 		}()
@@ -92,38 +67,38 @@ var _ = Describe("Go client", func() {
 	})
 
 	It("reports a missing lock", func() {
-		_, err := locker(newNamespace(), "nope", "a").TryAcquire(ctx)
+		_, err := kit.Locker(kit.NewNamespace(), "nope", "a").TryAcquire(ctx)
 		Expect(errors.Is(err, lock.ErrNoLease)).To(BeTrue(), "%v", err)
 	})
 
 	It("waits for a lock that does not exist yet", func() {
-		ns := newNamespace()
+		ns := kit.NewNamespace()
 		got := make(chan *lock.Grant, 1)
 		go func() {
 			defer GinkgoRecover()
-			g, err := locker(ns, "later", "a").Acquire(ctx)
+			g, err := kit.Locker(ns, "later", "a").Acquire(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			got <- g
 		}()
 		Consistently(got, "300ms").ShouldNot(Receive())
-		newLock(ns, "later", 15)
+		kit.NewLock(ns, "later", util.LeaseSeconds(15))
 		Eventually(got, 10*time.Second).Should(Receive())
 	})
 
 	It("gives up waiting when the context ends", func() {
-		ns := newNamespace()
-		newLock(ns, "busy", 15)
-		_, err := locker(ns, "busy", "a").TryAcquire(ctx)
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "busy", util.LeaseSeconds(15))
+		_, err := kit.Locker(ns, "busy", "a").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		wctx, wcancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer wcancel()
-		_, err = locker(ns, "busy", "b").Acquire(wctx)
+		_, err = kit.Locker(ns, "busy", "b").Acquire(wctx)
 		Expect(errors.Is(err, context.DeadlineExceeded)).To(BeTrue(), "%v", err)
 	})
 
 	It("never has two holders at once among concurrent acquirers, and tokens strictly increase", func() {
-		ns := newNamespace()
-		newLock(ns, "contended", 15)
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "contended", util.LeaseSeconds(15))
 		const workers, rounds = 6, 5
 		// Every state of the Lease, as a watch sees it: a holder never appears without its token,
 		// and the token never goes down.
@@ -165,7 +140,7 @@ var _ = Describe("Go client", func() {
 			wg.Go(func() {
 				defer GinkgoRecover()
 				id := fmt.Sprintf("w%d", w)
-				l := locker(ns, "contended", id)
+				l := kit.Locker(ns, "contended", id)
 				for range rounds {
 					g, err := l.Acquire(ctx)
 					Expect(err).NotTo(HaveOccurred())
@@ -192,26 +167,23 @@ var _ = Describe("Go client", func() {
 	})
 
 	It("loses an unrenewed grant after the lease duration; KeepAlive keeps a grant", func() {
-		ns := newNamespace()
-		newLock(ns, "short", 1)
-		idle, err := locker(ns, "short", "idle").TryAcquire(ctx)
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "short", util.LeaseSeconds(1))
+		idle, err := kit.Locker(ns, "short", "idle").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		start := time.Now()
 		Eventually(func() string {
-			st, err := lease.Read(getLease(ns, "short"))
-			Expect(err).NotTo(HaveOccurred())
+			st := kit.LeaseState(ns, "short")
 			return st.Holder
 		}, 10*time.Second, 10*time.Millisecond).Should(BeEmpty())
 		Expect(time.Since(start)).To(BeNumerically(">=", 900*time.Millisecond), "revoked before the lease ran out")
 		Expect(errors.Is(idle.Renew(ctx), lock.ErrLost)).To(BeTrue())
 		Expect(idle.Lost()).To(BeClosed())
 
-		kept, err := locker(ns, "short", "kept").TryAcquire(ctx)
+		kept, err := kit.Locker(ns, "short", "kept").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(kept.Token()).To(BeNumerically(">", idle.Token()))
-		kctx, kcancel := context.WithCancel(ctx)
-		defer kcancel()
-		Expect(kept.KeepAlive(kctx, 0)).NotTo(BeNil())
+		util.KeepAlive(kept, 0)
 		Consistently(kept.Lost(), "3s").ShouldNot(BeClosed())
 		Expect(kept.Release(ctx)).To(Succeed())
 	})

@@ -25,40 +25,13 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
-	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/token"
+	"github.com/fencedlock/fencedlock/test/util"
 )
-
-// multiLockPod asks for locks through the annotation, plus label if not empty.
-func multiLockPod(ns, name, locks, label string) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-		Annotations: map[string]string{locksv1alpha1.LocksAnnotation: locks}},
-		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
-	if label != "" {
-		p.Labels = map[string]string{locksv1alpha1.LockLabel: label}
-	}
-	return p
-}
-
-// podTokens returns a pod's per-lock tokens.
-func podTokens(p *corev1.Pod) map[string]token.Token {
-	toks := map[string]token.Token{}
-	for k, v := range p.Annotations {
-		if l, ok := strings.CutPrefix(k, locksv1alpha1.LockTokenAnnotationPrefix); ok {
-			if t, err := token.Parse(v); err == nil {
-				toks[l] = t
-			}
-		}
-	}
-	return toks
-}
 
 func running(p *corev1.Pod) bool {
 	return !locksv1alpha1.HasLockGate(p) && p.Status.Phase != corev1.PodSucceeded && p.DeletionTimestamp.IsZero()
@@ -70,11 +43,7 @@ func lockSnapshot(ns string, locks ...string) (pods []corev1.Pod, holders map[st
 	Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 	holders = map[string]string{}
 	for _, l := range locks {
-		var ls coordinationv1.Lease
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: l}, &ls)).To(Succeed())
-		st, err := lease.Read(&ls)
-		Expect(err).NotTo(HaveOccurred())
-		holders[l] = st.Holder
+		holders[l] = kit.LeaseState(ns, l).Holder
 	}
 	return list.Items, holders
 }
@@ -89,16 +58,16 @@ func describeLocks(ns string, locks ...string) string {
 	}
 	for _, p := range pods {
 		fmt.Fprintf(&b, "; pod %s/%s gated=%v phase=%q tokens=%v", p.Name, p.UID, locksv1alpha1.HasLockGate(&p),
-			p.Status.Phase, podTokens(&p))
+			p.Status.Phase, util.PodTokens(&p))
 	}
 	return b.String()
 }
 
 var _ = Describe("Pods asking for several locks", func() {
 	It("never deadlocks nor overlaps: pods asking for {a,b} and {b,a} (and one for b alone) at once, 20 rounds", func() {
-		ns := newNamespace()
-		newLock(ns, "a", 600) // envtest pods are never Ready: no not-Ready revocation during the test
-		newLock(ns, "b", 600)
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "a", util.LeaseSeconds(600)) // envtest pods are never Ready: no not-Ready revocation during the test
+		kit.NewLock(ns, "b", util.LeaseSeconds(600))
 
 		// The checker reads pods and Leases while holding mu; the driver finishes pods under mu, so
 		// no grant ends during a read: a running pod must hold every lock it asked for, and no lock
@@ -154,13 +123,12 @@ var _ = Describe("Pods asking for several locks", func() {
 			start := time.Now()
 			// One pod asks through the annotation alone, the other beside the label; a third asks
 			// for b alone, contending for b while a multi-lock pod holds a.
-			only := multiLockPod(ns, fmt.Sprintf("b-%d", round), "b", "")
-			delete(only.Annotations, locksv1alpha1.LocksAnnotation)
-			only.Labels = map[string]string{locksv1alpha1.LockLabel: "b"}
+			beside := util.MultiLockPod(ns, fmt.Sprintf("ba-%d", round), "b,a")
+			beside.Labels = map[string]string{locksv1alpha1.LockLabel: "b"}
 			pods := []*corev1.Pod{
-				multiLockPod(ns, fmt.Sprintf("ab-%d", round), "a,b", ""),
-				multiLockPod(ns, fmt.Sprintf("ba-%d", round), "b,a", "b"),
-				only,
+				util.MultiLockPod(ns, fmt.Sprintf("ab-%d", round), "a,b"),
+				beside,
+				util.Pod(ns, fmt.Sprintf("b-%d", round), "b"),
 			}
 			var wg sync.WaitGroup
 			for _, p := range pods {
@@ -185,12 +153,11 @@ var _ = Describe("Pods asking for several locks", func() {
 					if done[p.Name] {
 						continue
 					}
-					cur := &corev1.Pod{}
-					Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), cur)).To(Succeed())
+					cur := kit.GetPod(ns, p.Name)
 					if locksv1alpha1.HasLockGate(cur) {
 						continue
 					}
-					toks := podTokens(cur)
+					toks := util.PodTokens(cur)
 					locks := locksv1alpha1.PodLocks(cur)
 					Expect(toks).To(HaveLen(len(locks)), "pod %s is ungated with a token for each lock: %v", p.Name, cur.Annotations)
 					if len(locks) > 1 {
@@ -232,10 +199,10 @@ var _ = Describe("Pods asking for several locks", func() {
 	})
 
 	It("gives each token its own fence: a write with a's token is judged by a, with b's token by b", func() {
-		ns := newNamespace()
-		newLock(ns, "a", 600)
-		newLock(ns, "b", 600)
-		p := multiLockPod(ns, "both", "b,a", "")
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "a", util.LeaseSeconds(600))
+		kit.NewLock(ns, "b", util.LeaseSeconds(600))
+		p := util.MultiLockPod(ns, "both", "b,a")
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
 		Expect(p.Labels).To(HaveKeyWithValue(locksv1alpha1.LockLabel, "a"), "the gate labels the pod with its first lock")
 		var toks map[string]token.Token
@@ -243,11 +210,11 @@ var _ = Describe("Pods asking for several locks", func() {
 			cur := &corev1.Pod{}
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), cur)).To(Succeed())
 			g.Expect(locksv1alpha1.HasLockGate(cur)).To(BeFalse())
-			toks = podTokens(cur)
+			toks = util.PodTokens(cur)
 		}, 20*time.Second, 20*time.Millisecond).Should(Succeed())
 		Expect(toks).To(HaveLen(2))
-		Expect(toks["a"]).To(Equal(leaseState(ns, "a").Token))
-		Expect(toks["b"]).To(Equal(leaseState(ns, "b").Token))
+		Expect(toks["a"]).To(Equal(kit.LeaseState(ns, "a").Token))
+		Expect(toks["b"]).To(Equal(kit.LeaseState(ns, "b").Token))
 
 		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger-a", "a", toks["a"], "1"))).To(Succeed())
 		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger-b", "b", toks["b"], "1"))).To(Succeed())
@@ -260,25 +227,23 @@ var _ = Describe("Pods asking for several locks", func() {
 		Expect(err.Error()).To(Or(ContainSubstring("lock a"), ContainSubstring("lock "+ns+"/a")), "judged by lock a: %v", err)
 
 		By("the pod ends: both locks are freed")
-		cur := &corev1.Pod{}
-		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), cur)).To(Succeed())
-		Expect(k8sClient.Delete(ctx, cur)).To(Succeed())
+		Expect(k8sClient.Delete(ctx, kit.GetPod(ns, p.Name))).To(Succeed())
 		Eventually(func(g Gomega) {
-			g.Expect(leaseState(ns, "a").Holder).To(BeEmpty())
-			g.Expect(leaseState(ns, "b").Holder).To(BeEmpty())
+			g.Expect(kit.LeaseState(ns, "a").Holder).To(BeEmpty())
+			g.Expect(kit.LeaseState(ns, "b").Holder).To(BeEmpty())
 		}, 10*time.Second, 20*time.Millisecond).Should(Succeed())
 		deniedWith(writeCM(ns, "ledger-a", toks["a"].String(), "4"), "no longer held")
 	})
 
 	It("refuses a list of locks that cannot be served", func() {
-		ns := newNamespace()
+		ns := kit.NewNamespace()
 		for ann, want := range map[string]string{
 			"":           "empty lock name",
 			"a,,b":       "empty lock name",
 			"a,b,a":      `lists lock "a" twice`,
 			"a,Bad_Name": "does not name a FencedLock",
 		} {
-			err := k8sClient.Create(ctx, multiLockPod(ns, "bad", ann, ""))
+			err := k8sClient.Create(ctx, util.MultiLockPod(ns, "bad", ann))
 			Expect(err).To(HaveOccurred(), "annotation %q", ann)
 			Expect(err.Error()).To(ContainSubstring(want))
 		}

@@ -18,7 +18,6 @@ package integration
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -40,7 +39,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
-	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/pkg/token"
 	"github.com/fencedlock/fencedlock/test/util"
@@ -100,7 +98,7 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 
 	BeforeAll(func() {
 		bin, kubeconfig = buildWithKubeconfig("github.com/fencedlock/fencedlock/cmd/kubectl-fencedlock", "flock-user")
-		ns = newNamespace()
+		ns = kit.NewNamespace()
 		stateDir = GinkgoT().TempDir()
 		var err error
 		host, err = os.Hostname()
@@ -129,17 +127,15 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 		return strings.TrimSpace(string(s.Out.Contents())), string(s.Err.Contents())
 	}
 	holder := func(name string) (string, string) {
-		st, err := lease.Read(getLease(ns, name))
-		ExpectWithOffset(1, err).NotTo(HaveOccurred())
+		st := kit.LeaseState(ns, name)
 		return st.Holder, st.Token.String()
 	}
 	// holdBy takes name for identity with the Go client and keeps it until the spec ends.
 	holdBy := func(name, identity string) *lock.Grant {
-		g, err := locker(ns, name, identity).TryAcquire(ctx)
+		g, err := kit.Locker(ns, name, identity).TryAcquire(ctx)
 		ExpectWithOffset(1, err).NotTo(HaveOccurred())
-		kctx, stop := context.WithCancel(ctx)
-		Expect(g.KeepAlive(kctx, 0)).NotTo(BeNil())
-		DeferCleanup(func() { stop(); _ = g.Release(ctx) })
+		DeferCleanup(func() { _ = g.Release(ctx) })
+		util.KeepAlive(g, 0) // stopped before the release above (cleanups run last first)
 		return g
 	}
 	helperLog := func(path string) func() string {
@@ -156,7 +152,7 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 	}
 
 	Describe("run's process handling", func() {
-		BeforeAll(func() { newLock(ns, "proc", 3) })
+		BeforeAll(func() { kit.NewLock(ns, "proc", util.LeaseSeconds(3)) })
 
 		It("forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the command once each, as a terminal sends them to the whole job", func() {
 			out := filepath.Join(GinkgoT().TempDir(), "helper.log")
@@ -257,7 +253,7 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 
 	Describe("exit codes", func() {
 		It("tells a lock that is busy (--no-wait) or still busy at --timeout apart from the command's status, and says who holds it", func() {
-			newLock(ns, "busy", 15)
+			kit.NewLock(ns, "busy", util.LeaseSeconds(15))
 			g := holdBy("busy", "other")
 			held := fmt.Sprintf(`held by "other" with token %s`, g.Token())
 
@@ -285,7 +281,7 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 		})
 
 		It("exits 127 for a command that does not exist and 126 for one that cannot be executed, without taking the lock", func() {
-			newLock(ns, "exec", 15)
+			kit.NewLock(ns, "exec", util.LeaseSeconds(15))
 			_, stderr := exits(127, "run", "exec", "--", "no-such-command-anywhere")
 			Expect(stderr).To(ContainSubstring("no-such-command-anywhere"))
 			plain := filepath.Join(GinkgoT().TempDir(), "not-executable")
@@ -293,11 +289,11 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 			exits(126, "run", "exec", "--", plain)
 			h, tok := holder("exec")
 			Expect(h).To(BeEmpty())
-			Expect(getLease(ns, "exec").Spec.LeaseTransitions).To(Or(BeNil(), HaveValue(BeZero())), "never granted; token %s", tok)
+			Expect(kit.GetLease(ns, "exec").Spec.LeaseTransitions).To(Or(BeNil(), HaveValue(BeZero())), "never granted; token %s", tok)
 		})
 
 		It("exits 123 when the lock is lost while the command runs, whatever the command then returns", func() {
-			newLock(ns, "lost", 3)
+			kit.NewLock(ns, "lost", util.LeaseSeconds(3))
 			tokFile := filepath.Join(GinkgoT().TempDir(), "token")
 			s := plugin("run", "lost", "--identity", "runner", "--grace", "1s", "--",
 				"sh", "-c", "echo $FENCING_TOKEN > "+tokFile+"; trap 'exit 0' TERM; sleep 60 & wait")
@@ -309,7 +305,7 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 				}
 				return err
 			}, 30*time.Second).Should(Succeed())
-			g, err := locker(ns, "lost", "runner").Attach(ctx, tok)
+			g, err := kit.Locker(ns, "lost", "runner").Attach(ctx, tok)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(g.Release(ctx)).To(Succeed()) // someone releases the grant under the command's feet
 			Eventually(s, 30*time.Second).Should(gexec.Exit(123))
@@ -319,7 +315,7 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 
 	Describe("waiting, identity and flags", func() {
 		It("waits by default, under an identity of its own that release and renew in other processes find from the token", func() {
-			newLock(ns, "wait", 15)
+			kit.NewLock(ns, "wait", util.LeaseSeconds(15))
 			other := holdBy("wait", "other")
 			s := plugin("acquire", "wait")
 			Eventually(s.Err, 30*time.Second).Should(gbytes.Say(`waiting for wait: held by "other"`))
@@ -343,7 +339,7 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 		})
 
 		It("says a wait is for another process of the same user and host, and how to end it", func() {
-			newLock(ns, "self", 30)
+			kit.NewLock(ns, "self", util.LeaseSeconds(30))
 			tok, _ := exits(0, "acquire", "self") // a script that forgot to release
 			s := plugin("acquire", "self")
 			Eventually(s.Err, 30*time.Second).Should(gbytes.Say(fmt.Sprintf(
@@ -362,7 +358,7 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 		})
 
 		It("renews and releases by token only the grants of this user and host: anyone else's needs --identity", func() {
-			newLock(ns, "theirs", 15)
+			kit.NewLock(ns, "theirs", util.LeaseSeconds(15))
 			g := holdBy("theirs", "alice@elsewhere/1-abcd")
 			_, stderr := exits(1, "release", "theirs", "--fencing-token", g.Token().String())
 			Expect(stderr).To(ContainSubstring(fmt.Sprintf(`token %s is held by "alice@elsewhere/1-abcd", not by a process of tester@%s`,
@@ -377,11 +373,11 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 		})
 
 		It("shows a waiting plugin and a waiting Go client in WAITING and NEXT, and in the lock's status, in the order they asked", func() {
-			newLock(ns, "seen", 15)
+			kit.NewLock(ns, "seen", util.LeaseSeconds(15))
 			first := holdBy("seen", "first")
 			s := plugin("acquire", "seen")
 			Eventually(s.Err, 30*time.Second).Should(gbytes.Say(`waiting for seen: held by "first"`))
-			gotGo, _ := acquireAsync(ctx, locker(ns, "seen", "go-client"))
+			gotGo, _ := acquireAsync(ctx, kit.Locker(ns, "seen", "go-client"))
 			Eventually(func() []string { return waiterIDs(ns, "seen") }, 30*time.Second, 50*time.Millisecond).
 				Should(HaveExactElements(mine(), Equal("go-client")))
 			me := waiterIDs(ns, "seen")[0]
@@ -423,7 +419,7 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 		})
 
 		It("validates -o before acquiring, and prints names, JSONPath, JSON and YAML like kubectl", func() {
-			newLock(ns, "out", 15)
+			kit.NewLock(ns, "out", util.LeaseSeconds(15))
 			_, stderr := exits(1, "acquire", "out", "-o", "bogus")
 			Expect(stderr).To(ContainSubstring(`output format "bogus"`))
 			h, _ := holder("out")
@@ -452,7 +448,7 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 		})
 
 		It(`says "No resources found in <ns> namespace." for an empty get`, func() {
-			empty := newNamespace()
+			empty := kit.NewNamespace()
 			s := start(exec.Command(bin, "--kubeconfig", kubeconfig, "-n", empty, "get"))
 			Eventually(s, 30*time.Second).Should(gexec.Exit(0))
 			Expect(string(s.Out.Contents())).To(BeEmpty())
@@ -460,7 +456,7 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 		})
 
 		It("stamp and apply use $FENCEDLOCK_NAMESPACE, which run sets from -n", func() {
-			newLock(ns, "nsl", 15)
+			kit.NewLock(ns, "nsl", util.LeaseSeconds(15))
 			manifest := filepath.Join(GinkgoT().TempDir(), "cm.yaml")
 			Expect(os.WriteFile(manifest, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: nsbooks\ndata:\n  a: \"1\"\n"), 0o600)).To(Succeed())
 
@@ -482,7 +478,7 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 
 	Describe("completion, version and packaging", func() {
 		It("completes subcommands and lock names, also through kubectl's kubectl_complete-fencedlock", func() {
-			newLock(ns, "complete-me", 15)
+			kit.NewLock(ns, "complete-me", util.LeaseSeconds(15))
 			subs, _ := exits(0, "__complete", "")
 			for _, sub := range []string{"acquire", "get", "release", "renew", "run", "stamp", "apply", "version"} {
 				Expect(subs).To(MatchRegexp(`(?m)^`+sub+`\t`), sub)
@@ -519,7 +515,7 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 
 	Describe("acquire --hold", func() {
 		It("keeps the lock past its lease duration in the background until release, which stops the renewer", func() {
-			newLock(ns, "hold", 2)
+			kit.NewLock(ns, "hold", util.LeaseSeconds(2))
 			tok, stderr := exits(0, "acquire", "hold", "--hold") // exits: the renewer keeps no pipe open
 			Expect(tok).To(MatchRegexp(`^\d+$`))
 			m := regexp.MustCompile(`in the background by pid (\d+)`).FindStringSubmatch(stderr)
@@ -553,7 +549,7 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 			Expect(err).NotTo(HaveOccurred())
 			h, _ := holder("hold") // the identity of the acquire, which its renewer holds under
 			Expect(h).To(mine())
-			g, err := locker(ns, "hold", h).Attach(ctx, t)
+			g, err := kit.Locker(ns, "hold", h).Attach(ctx, t)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(g.Release(ctx)).To(Succeed())
 			Eventually(func() bool { return alive(renewer) }, 5*time.Second).Should(BeFalse())

@@ -29,6 +29,7 @@ import (
 
 	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/pkg/token"
+	"github.com/fencedlock/fencedlock/test/util"
 )
 
 // The kubectl plugin on a semaphore, with Go clients on the same permits and queue.
@@ -37,8 +38,8 @@ var _ = Describe("kubectl fencedlock on a semaphore", Ordered, func() {
 
 	BeforeAll(func() {
 		bin, kubeconfig = buildWithKubeconfig("github.com/fencedlock/fencedlock/cmd/kubectl-fencedlock", "plugin-semaphore")
-		ns = newNamespace()
-		newSemaphore(ns, "pool", 2, 15)
+		ns = kit.NewNamespace()
+		kit.NewLock(ns, "pool", util.Permits(2), util.LeaseSeconds(15))
 	})
 
 	plugin := func(args ...string) *gexec.Session {
@@ -59,7 +60,7 @@ var _ = Describe("kubectl fencedlock on a semaphore", Ordered, func() {
 	}
 
 	It("runs a command on a permit with $FENCING_PERMIT; acquire prints the permit; get shows every permit", func() {
-		h1, err := locker(ns, "pool", "h1").TryAcquire(ctx)
+		h1, err := kit.Locker(ns, "pool", "h1").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 
 		out, errOut := runOK("run", "pool", "--identity", "runner", "--", "sh", "-c", `echo "$FENCING_PERMIT $FENCING_TOKEN"`)
@@ -90,16 +91,16 @@ var _ = Describe("kubectl fencedlock on a semaphore", Ordered, func() {
 	})
 
 	It("queues a CLI waiter with Go clients in one FIFO queue: each release hands its permit to the next", func() {
-		h1, err := locker(ns, "pool", "h1").TryAcquire(ctx)
+		h1, err := kit.Locker(ns, "pool", "h1").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		h2, err := locker(ns, "pool", "h2").TryAcquire(ctx)
+		h2, err := kit.Locker(ns, "pool", "h2").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 
 		cli := plugin("run", "pool", "--identity", "cli", "--", "sh", "-c", `echo "$FENCING_PERMIT $FENCING_TOKEN"; sleep 2`)
 		Eventually(func() []string { return waiterIDs(ns, "pool") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{"cli"}))
 		Expect(string(cli.Err.Contents())).To(ContainSubstring("waiting for pool: all 2 permits held: permit 1 \"h1\""))
-		gotGo, _ := acquireAsync(ctx, locker(ns, "pool", "go-after-cli"))
+		gotGo, _ := acquireAsync(ctx, kit.Locker(ns, "pool", "go-after-cli"))
 		Eventually(func() []string { return waiterIDs(ns, "pool") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{"cli", "go-after-cli"}))
 

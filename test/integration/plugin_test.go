@@ -26,6 +26,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
+
+	"github.com/fencedlock/fencedlock/test/util"
 )
 
 // The kubectl plugin, built and run as a process against the real API server.
@@ -34,8 +36,8 @@ var _ = Describe("kubectl fencedlock", Ordered, func() {
 
 	BeforeAll(func() {
 		bin, kubeconfig = buildWithKubeconfig("github.com/fencedlock/fencedlock/cmd/kubectl-fencedlock", "plugin")
-		ns = newNamespace()
-		newLock(ns, "ledger", 15)
+		ns = kit.NewNamespace()
+		kit.NewLock(ns, "ledger", util.LeaseSeconds(15))
 	})
 
 	plugin := func(env []string, args ...string) *gexec.Session {

@@ -32,7 +32,6 @@ import (
 	"github.com/onsi/gomega/gexec"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -127,26 +126,18 @@ func stopHolder(sess *gexec.Session, stop string) string {
 	return m[1]
 }
 
-func gatedPod(ns, name, lockName string) *corev1.Pod {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-		Labels: map[string]string{locksv1alpha1.LockLabel: lockName}},
-		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
-	ExpectWithOffset(1, k8sClient.Create(ctx, pod)).To(Succeed())
-	return pod
-}
-
 var _ = Describe("The worked example's functions on contended locks", func() {
 	It("hands the lock to the queued Go client in the release write", func() {
-		ns := newNamespace()
-		newLock(ns, "ledger", 15)
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "ledger", util.LeaseSeconds(15))
 		sh := newShell(ns)
 		sess, shellTok, stop := sh.startHolder("ledger", "shell/holder")
 
 		By("a Go client queues behind the shell holder")
-		got, _ := acquireAsync(ctx, locker(ns, "ledger", "go-waiter"))
+		got, _ := acquireAsync(ctx, kit.Locker(ns, "ledger", "go-waiter"))
 		Eventually(func() []string { return waiterIDs(ns, "ledger") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{"go-waiter"}))
-		Eventually(func() bool { return leaseState(ns, "ledger").Waiting }, 10*time.Second, 20*time.Millisecond).Should(BeTrue())
+		Eventually(func() bool { return kit.LeaseState(ns, "ledger").Waiting }, 10*time.Second, 20*time.Millisecond).Should(BeTrue())
 
 		By("the shell's release grants it in the same write")
 		rv := stopHolder(sess, stop)
@@ -154,23 +145,23 @@ var _ = Describe("The worked example's functions on contended locks", func() {
 		Eventually(got, 10*time.Second).Should(Receive(&g))
 		Expect(g.Token().String()).To(Equal(rv), "the token is the resourceVersion the shell's release was conditioned on")
 		Expect(g.Token()).To(BeNumerically(">", shellTok))
-		st := leaseState(ns, "ledger")
+		st := kit.LeaseState(ns, "ledger")
 		Expect(st.Holder).To(Equal("go-waiter"))
 		Expect(st.Waiting).To(BeFalse(), "nobody else waits: the release cleared the mark")
 		Expect(g.Release(ctx)).To(Succeed())
 	})
 
 	It("keeps the lock for a queued pod, refuses its own grant on the reserved lock, and the manager grants the pod", func() {
-		ns := newNamespace()
-		newLock(ns, "ledger", 15)
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "ledger", util.LeaseSeconds(15))
 		sh := newShell(ns)
 		sess, shellTok, stop := sh.startHolder("ledger", "shell/holder")
 
-		pod := gatedPod(ns, "worker-0", "ledger")
+		pod := kit.CreatePod(util.Pod(ns, "worker-0", "ledger"))
 		podID := locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID))
 		Eventually(func() []string { return waiterIDs(ns, "ledger") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{podID}))
-		Eventually(func() bool { return leaseState(ns, "ledger").Waiting }, 10*time.Second, 20*time.Millisecond).Should(BeTrue())
+		Eventually(func() bool { return kit.LeaseState(ns, "ledger").Waiting }, 10*time.Second, 20*time.Millisecond).Should(BeTrue())
 		podTicket := queueOf(ns, "ledger").Waiters[0].Ticket
 
 		By("with the manager stopped, the shell's release keeps the free lock for the pod")
@@ -182,29 +173,29 @@ var _ = Describe("The worked example's functions on contended locks", func() {
 			}
 		})
 		stopHolder(sess, stop)
-		st := leaseState(ns, "ledger")
+		st := kit.LeaseState(ns, "ledger")
 		Expect(st.Held()).To(BeFalse())
 		Expect(st.Reserved).To(Equal(podTicket))
 		Expect(st.Waiting).To(BeTrue())
 		Expect(st.Token).To(Equal(shellTok), "a release keeps the token")
 
 		By("the script's grant refuses the reserved lock itself, before any write")
-		rv := getLease(ns, "ledger").ResourceVersion
+		rv := kit.GetLease(ns, "ledger").ResourceVersion
 		out, code := sh.run("ledger", "shell/other", "grant")
 		Expect(code).To(Equal(3), out)
 		Expect(out).To(ContainSubstring(fmt.Sprintf("lock ledger is free but kept for the queued pod with ticket %s: the manager grants it; join the queue", podTicket)))
-		Expect(getLease(ns, "ledger").ResourceVersion).To(Equal(rv), "no write")
+		Expect(kit.GetLease(ns, "ledger").ResourceVersion).To(Equal(rv), "no write")
 
 		By("the manager grants the pod")
 		startManager()
 		restarted = true
-		Eventually(func() string { return leaseState(ns, "ledger").Holder }, 10*time.Second, 20*time.Millisecond).Should(Equal(podID))
-		Eventually(func() string { return getPodAnnotations(ns, pod.Name)[locksv1alpha1.TokenAnnotation] },
+		Eventually(func() string { return kit.LeaseState(ns, "ledger").Holder }, 10*time.Second, 20*time.Millisecond).Should(Equal(podID))
+		Eventually(func() string { return kit.GetPod(ns, pod.Name).Annotations[locksv1alpha1.TokenAnnotation] },
 			10*time.Second, 20*time.Millisecond).ShouldNot(BeEmpty())
-		podTok, err := token.Parse(getPodAnnotations(ns, pod.Name)[locksv1alpha1.TokenAnnotation])
+		podTok, err := token.Parse(kit.GetPod(ns, pod.Name).Annotations[locksv1alpha1.TokenAnnotation])
 		Expect(err).NotTo(HaveOccurred())
 		Expect(podTok).To(BeNumerically(">", shellTok))
-		Expect(leaseState(ns, "ledger").Reserved).To(BeZero())
+		Expect(kit.LeaseState(ns, "ledger").Reserved).To(BeZero())
 
 		By("the script's grant refuses the held lock")
 		out, code = sh.run("ledger", "shell/other", "grant")
@@ -213,20 +204,20 @@ var _ = Describe("The worked example's functions on contended locks", func() {
 	})
 
 	It("skips a dead head the manager dropped, and grants the live Go waiter behind it", func() {
-		ns := newNamespace()
-		newLock(ns, "ledger", 2) // lease.Window(2 s): a waiter unseen for 2 s is dead
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "ledger", util.LeaseSeconds(2)) // lease.Window(2 s): a waiter unseen for 2 s is dead
 		sh := newShell(ns)
 		sess, _, stop := sh.startHolder("ledger", "shell/holder")
 
 		By("a dead client heads the queue, a live Go client waits behind it")
-		ql := getLease(ns, lease.QueueOf(getLease(ns, "ledger")))
+		ql := kit.GetLease(ns, lease.QueueOf(kit.GetLease(ns, "ledger")))
 		_, err := lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, ql, func(next *coordinationv1.Lease) error {
 			q := lease.ReadQueue(next)
-			q.Join("dead-client", leaseState(ns, "ledger").Served, time.Now())
+			q.Join("dead-client", kit.LeaseState(ns, "ledger").Served, time.Now())
 			return lease.WriteQueue(next, q)
 		})
 		Expect(err).NotTo(HaveOccurred())
-		got, _ := acquireAsync(ctx, locker(ns, "ledger", "go-waiter"))
+		got, _ := acquireAsync(ctx, kit.Locker(ns, "ledger", "go-waiter"))
 		Eventually(func() []string { return waiterIDs(ns, "ledger") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{"dead-client", "go-waiter"}))
 
@@ -246,14 +237,14 @@ var _ = Describe("The worked example's functions on contended locks", func() {
 	})
 
 	It("queues a shell waiter that beats, is served by a Go holder's release, and can leave", func() {
-		ns := newNamespace()
+		ns := kit.NewNamespace()
 		// lease.Window(3 s). A handover's grant expires one window after the waiter's last beat was
 		// seen, so a shell waiter (a few processes per step) needs a little more than 2 s.
-		newLock(ns, "ledger", 3)
+		kit.NewLock(ns, "ledger", util.LeaseSeconds(3))
 		sh := newShell(ns)
-		holder, err := locker(ns, "ledger", "go-holder").TryAcquire(ctx)
+		holder, err := kit.Locker(ns, "ledger", "go-holder").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(holder.KeepAlive(ctx, 0)).NotTo(BeNil())
+		util.KeepAlive(holder, 0)
 
 		By("the shell's grant is refused and it joins the queue; its beats outlive the lease duration")
 		waiter, err := gexec.Start(sh.command("ledger", "shell/waiter",
@@ -266,30 +257,30 @@ release`), GinkgoWriter, GinkgoWriter)
 		Eventually(waiter.Out, 10*time.Second).Should(gbytes.Say(`joined with ticket \d+`))
 		Eventually(func() []string { return waiterIDs(ns, "ledger") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{"shell/waiter"}))
-		Expect(leaseState(ns, "ledger").Waiting).To(BeTrue(), "join marked the lock waited for")
+		Expect(kit.LeaseState(ns, "ledger").Waiting).To(BeTrue(), "join marked the lock waited for")
 		Consistently(func() []string { return waiterIDs(ns, "ledger") }, 3500*time.Millisecond, 200*time.Millisecond).
 			Should(Equal([]string{"shell/waiter"}), "a beating shell waiter outlives the 3 s window")
 		Expect(lockEventReasons(ns, "ledger")).NotTo(ContainElement(locksv1alpha1.ReasonWaiterDead))
 
 		By("the Go holder's release hands the lock to the shell waiter")
-		before := getLease(ns, "ledger").ResourceVersion
+		before := kit.GetLease(ns, "ledger").ResourceVersion
 		Expect(holder.Release(ctx)).To(Succeed())
 		Eventually(waiter, 20*time.Second).Should(gexec.Exit(0))
 		Expect(string(waiter.Out.Contents())).To(ContainSubstring("acquired with token " + before))
 
 		By("a shell waiter that leaves removes its entry and writes fencedlock.io/left")
-		again, err := locker(ns, "ledger", "go-holder").TryAcquire(ctx)
+		again, err := kit.Locker(ns, "ledger", "go-holder").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(again.KeepAlive(ctx, 0)).NotTo(BeNil())
+		util.KeepAlive(again, 0)
 		out, code := sh.run("ledger", "shell/quitter", `join; echo "ticket $TICKET"; leave`)
 		Expect(code).To(BeZero(), out)
 		Expect(queueOf(ns, "ledger").Waiters).To(BeEmpty())
 		var ticket string
 		_, err = fmt.Sscanf(out[strings.Index(out, "ticket "):], "ticket %s", &ticket)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(getLease(ns, "ledger").Annotations).To(HaveKeyWithValue(locksv1alpha1.LeftAnnotation, ticket))
+		Expect(kit.GetLease(ns, "ledger").Annotations).To(HaveKeyWithValue(locksv1alpha1.LeftAnnotation, ticket))
 		Expect(again.Release(ctx)).To(Succeed())
-		Expect(leaseState(ns, "ledger").Waiting).To(BeFalse(), "the release read an empty queue")
+		Expect(kit.LeaseState(ns, "ledger").Waiting).To(BeFalse(), "the release read an empty queue")
 	})
 })
 
@@ -324,18 +315,18 @@ var _ = Describe("The conformance table through the worked example's functions",
 
 	BeforeAll(func() {
 		Expect(loadErr).NotTo(HaveOccurred())
-		ns = newNamespace()
+		ns = kit.NewNamespace()
 		sh = newShell(ns)
 		for i, c := range cases {
 			if body(c) == "" || c.Before.Token == "" {
 				continue
 			}
 			names[c.Name] = fmt.Sprintf("sh-%02d", i)
-			newLock(ns, names[c.Name], 15)
+			kit.NewLock(ns, names[c.Name], util.LeaseSeconds(15))
 		}
 		for _, name := range names {
 			Eventually(func() error {
-				_, err := clientset.CoordinationV1().Leases(ns).Get(ctx, lease.QueueOf(getLease(ns, name)), metav1.GetOptions{})
+				_, err := clientset.CoordinationV1().Leases(ns).Get(ctx, lease.QueueOf(kit.GetLease(ns, name)), metav1.GetOptions{})
 				return err
 			}, 10*time.Second, 20*time.Millisecond).Should(Succeed())
 		}
@@ -377,17 +368,17 @@ var _ = Describe("The conformance table through the worked example's functions",
 					} else {
 						Expect(code).To(BeZero(), "leave without an entry goes on to write fencedlock.io/left: %s", out)
 					}
-					ok, diff := sameQueue(getLease(ns, queue.Name).Annotations[locksv1alpha1.QueueAnnotation], ptr.Deref(c.Queue, ""))
+					ok, diff := sameQueue(kit.GetLease(ns, queue.Name).Annotations[locksv1alpha1.QueueAnnotation], ptr.Deref(c.Queue, ""))
 					Expect(ok).To(BeTrue(), "the queue is unchanged: %s", diff)
 					return
 				case "ServedWhileLeaving":
 					Expect(code).To(BeZero(), out)
-					Expect(leaseState(ns, name).Held()).To(BeFalse(), "a waiter served before it left releases the lock")
+					Expect(kit.LeaseState(ns, name).Held()).To(BeFalse(), "a waiter served before it left releases the lock")
 					return
 				default:
 					Fail("no shell check for refusal " + r.Error)
 				}
-				Expect(getLease(ns, name).ResourceVersion).To(Equal(lk.ResourceVersion), "a refusal writes nothing")
+				Expect(kit.GetLease(ns, name).ResourceVersion).To(Equal(lk.ResourceVersion), "a refusal writes nothing")
 				return
 			}
 			Expect(code).To(BeZero(), out)
@@ -396,7 +387,7 @@ var _ = Describe("The conformance table through the worked example's functions",
 				expectConformanceQueue(ns, queue.Name, w)
 				if c.Transition == "join" {
 					Expect(out).To(ContainSubstring(fmt.Sprintf("ticket %d", w.Ticket)))
-					Expect(leaseState(ns, name).Waiting).To(BeTrue(), "join marks the lock waited for")
+					Expect(kit.LeaseState(ns, name).Waiting).To(BeTrue(), "join marks the lock waited for")
 				}
 				return
 			}

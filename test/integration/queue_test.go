@@ -36,18 +36,12 @@ import (
 	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/pkg/token"
+	"github.com/fencedlock/fencedlock/test/util"
 )
-
-// lockStatus reads a FencedLock's status.
-func lockStatus(ns, name string) locksv1alpha1.FencedLockStatus {
-	fl := &locksv1alpha1.FencedLock{}
-	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, fl)).To(Succeed())
-	return fl.Status
-}
 
 // waiterIDs is the identities status.waiters shows, in order.
 func waiterIDs(ns, name string) []string {
-	waiters := lockStatus(ns, name).Waiters
+	waiters := kit.GetLock(ns, name).Status.Waiters
 	ids := make([]string, 0, len(waiters))
 	for _, w := range waiters {
 		ids = append(ids, w.Identity)
@@ -57,7 +51,7 @@ func waiterIDs(ns, name string) []string {
 
 // queueOf reads the lock's queue from its queue Lease.
 func queueOf(ns, name string) lease.Queue {
-	return lease.ReadQueue(getLease(ns, lease.QueueOf(getLease(ns, name))))
+	return lease.ReadQueue(kit.GetLease(ns, lease.QueueOf(kit.GetLease(ns, name))))
 }
 
 // acquireAsync starts Acquire and returns where its grant (or error) arrives.
@@ -77,46 +71,43 @@ func acquireAsync(ctx context.Context, l *lock.Locker) (<-chan *lock.Grant, <-ch
 
 var _ = Describe("One queue for every holder", func() {
 	It("serves Go clients and pods in the order they asked, and shows them all as waiters", func() {
-		ns := newNamespace()
-		newLock(ns, "ledger", 15)
-		first, err := locker(ns, "ledger", "first").TryAcquire(ctx)
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "ledger", util.LeaseSeconds(15))
+		first, err := kit.Locker(ns, "ledger", "first").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 
-		gotA, _ := acquireAsync(ctx, locker(ns, "ledger", "client-a"))
+		gotA, _ := acquireAsync(ctx, kit.Locker(ns, "ledger", "client-a"))
 		Eventually(func() []string { return waiterIDs(ns, "ledger") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{"client-a"}))
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pod-p",
-			Labels: map[string]string{locksv1alpha1.LockLabel: "ledger"}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
-		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		pod := kit.CreatePod(util.Pod(ns, "pod-p", "ledger"))
 		podID := locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID))
 		Eventually(func() []string { return waiterIDs(ns, "ledger") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{"client-a", podID}))
-		gotB, _ := acquireAsync(ctx, locker(ns, "ledger", "client-b"))
+		gotB, _ := acquireAsync(ctx, kit.Locker(ns, "ledger", "client-b"))
 		Eventually(func() []string { return waiterIDs(ns, "ledger") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{"client-a", podID, "client-b"}))
-		Expect(lockStatus(ns, "ledger").WaitingCount).To(Equal(int32(3)))
+		Expect(kit.GetLock(ns, "ledger").Status.WaitingCount).To(Equal(int32(3)))
 
 		By("TryAcquire never queues: it is refused and the queue is unchanged")
-		_, err = locker(ns, "ledger", "impatient").TryAcquire(ctx)
+		_, err = kit.Locker(ns, "ledger", "impatient").TryAcquire(ctx)
 		Expect(errors.Is(err, lock.ErrHeld)).To(BeTrue(), "%v", err)
-		Expect(queueOf(ns, "ledger").Waiting(leaseState(ns, "ledger").Served)).To(HaveLen(3))
+		Expect(queueOf(ns, "ledger").Waiting(kit.LeaseState(ns, "ledger").Served)).To(HaveLen(3))
 
 		By("the release grants client-a in the same write")
-		before := getLease(ns, "ledger").ResourceVersion
+		before := kit.GetLease(ns, "ledger").ResourceVersion
 		Expect(first.Release(ctx)).To(Succeed())
 		var a *lock.Grant
 		Eventually(gotA, 10*time.Second).Should(Receive(&a))
-		st := leaseState(ns, "ledger")
+		st := kit.LeaseState(ns, "ledger")
 		Expect(st.Holder).To(Equal("client-a"))
 		Expect(a.Token().String()).To(Equal(before), "the releasing write granted it: the token is the resourceVersion it was conditioned on")
 
 		By("client-a's release keeps the lock for the pod, which the controller grants; client-b keeps waiting")
 		Expect(a.Release(ctx)).To(Succeed())
-		Eventually(func() string { return getPodAnnotations(ns, "pod-p")[locksv1alpha1.TokenAnnotation] },
+		Eventually(func() string { return kit.GetPod(ns, "pod-p").Annotations[locksv1alpha1.TokenAnnotation] },
 			10*time.Second, 20*time.Millisecond).ShouldNot(BeEmpty())
-		Expect(leaseState(ns, "ledger").Holder).To(Equal(podID))
-		podTok, err := token.Parse(getPodAnnotations(ns, "pod-p")[locksv1alpha1.TokenAnnotation])
+		Expect(kit.LeaseState(ns, "ledger").Holder).To(Equal(podID))
+		podTok, err := token.Parse(kit.GetPod(ns, "pod-p").Annotations[locksv1alpha1.TokenAnnotation])
 		Expect(err).NotTo(HaveOccurred())
 		Expect(podTok).To(BeNumerically(">", a.Token()))
 		Consistently(gotB, 300*time.Millisecond).ShouldNot(Receive())
@@ -129,19 +120,19 @@ var _ = Describe("One queue for every holder", func() {
 		Eventually(gotB, 10*time.Second).Should(Receive(&b))
 		Expect(b.Token()).To(BeNumerically(">", podTok))
 		Expect(b.Release(ctx)).To(Succeed())
-		Eventually(func() int32 { return lockStatus(ns, "ledger").WaitingCount }, 10*time.Second).Should(BeZero())
+		Eventually(func() int32 { return kit.GetLock(ns, "ledger").Status.WaitingCount }, 10*time.Second).Should(BeZero())
 	})
 
 	It("takes a waiter that gives up out of the queue, and drops one that stopped beating", func() {
-		ns := newNamespace()
-		newLock(ns, "stream", 2)
-		holder, err := locker(ns, "stream", "holder").TryAcquire(ctx)
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "stream", util.LeaseSeconds(2))
+		holder, err := kit.Locker(ns, "stream", "holder").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(holder.KeepAlive(ctx, 0)).NotTo(BeNil())
+		util.KeepAlive(holder, 0)
 
 		By("a waiter whose context ends leaves")
 		wctx, cancel := context.WithCancel(ctx)
-		_, failed := acquireAsync(wctx, locker(ns, "stream", "gives-up"))
+		_, failed := acquireAsync(wctx, kit.Locker(ns, "stream", "gives-up"))
 		Eventually(func() []string { return waiterIDs(ns, "stream") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{"gives-up"}))
 		cancel()
@@ -149,14 +140,14 @@ var _ = Describe("One queue for every holder", func() {
 		Expect(queueOf(ns, "stream").Waiters).To(BeEmpty(), "it removed its own entry")
 
 		By("a waiter that died (its entry is there, nobody beats it) is dropped after the lease duration")
-		ql := getLease(ns, lease.QueueOf(getLease(ns, "stream")))
+		ql := kit.GetLease(ns, lease.QueueOf(kit.GetLease(ns, "stream")))
 		_, err = lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, ql, func(next *coordinationv1.Lease) error {
 			q := lease.ReadQueue(next)
-			q.Join("dead", leaseState(ns, "stream").Served, time.Now())
+			q.Join("dead", kit.LeaseState(ns, "stream").Served, time.Now())
 			return lease.WriteQueue(next, q)
 		})
 		Expect(err).NotTo(HaveOccurred())
-		gotLive, _ := acquireAsync(ctx, locker(ns, "stream", "alive"))
+		gotLive, _ := acquireAsync(ctx, kit.Locker(ns, "stream", "alive"))
 		Eventually(func() []string { return waiterIDs(ns, "stream") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{"dead", "alive"}))
 		Eventually(func() []string { return waiterIDs(ns, "stream") }, 10*time.Second, 50*time.Millisecond).
@@ -172,22 +163,22 @@ var _ = Describe("One queue for every holder", func() {
 	})
 
 	It("never hands the lock to a waiter that gave up, even from a queue read before it left", func() {
-		ns := newNamespace()
-		newLock(ns, "late", 15)
-		holder, err := locker(ns, "late", "holder").TryAcquire(ctx)
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "late", util.LeaseSeconds(15))
+		holder, err := kit.Locker(ns, "late", "holder").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		wctx, cancel := context.WithCancel(ctx)
-		_, failed := acquireAsync(wctx, locker(ns, "late", "gives-up"))
+		_, failed := acquireAsync(wctx, kit.Locker(ns, "late", "gives-up"))
 		Eventually(func() []lease.Waiter { return queueOf(ns, "late").Waiters }, 10*time.Second, 20*time.Millisecond).
 			Should(HaveLen(1))
-		Eventually(func() bool { return leaseState(ns, "late").Waiting }, 10*time.Second, 20*time.Millisecond).Should(BeTrue())
-		staleLease, staleQueue := getLease(ns, "late"), queueOf(ns, "late")
+		Eventually(func() bool { return kit.LeaseState(ns, "late").Waiting }, 10*time.Second, 20*time.Millisecond).Should(BeTrue())
+		staleLease, staleQueue := kit.GetLease(ns, "late"), queueOf(ns, "late")
 
 		By("the waiter leaves: its entry goes, and its write to the lock's Lease (fencedlock.io/left) follows")
 		cancel()
 		Eventually(failed, 10*time.Second).Should(Receive())
 		Expect(queueOf(ns, "late").Waiters).To(BeEmpty())
-		Expect(getLease(ns, "late").Annotations).To(HaveKey(locksv1alpha1.LeftAnnotation))
+		Expect(kit.GetLease(ns, "late").Annotations).To(HaveKey(locksv1alpha1.LeftAnnotation))
 
 		By("a release computed from the Lease and queue read before it left fails its compare-and-swap")
 		_, err = lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, staleLease, func(next *coordinationv1.Lease) error {
@@ -199,22 +190,22 @@ var _ = Describe("One queue for every holder", func() {
 
 		By("the holder's own release re-reads both: a plain release, and the waiting mark goes")
 		Expect(holder.Release(ctx)).To(Succeed())
-		st := leaseState(ns, "late")
+		st := kit.LeaseState(ns, "late")
 		Expect(st.Held()).To(BeFalse())
 		Expect(st.Waiting).To(BeFalse(), "the release read an empty queue")
 	})
 
 	It("never grants a dead head: the live waiter is served at the release, or within the detection window", func() {
-		ns := newNamespace()
-		newLock(ns, "dead", 2) // lease.Window(2 s): a waiter unseen for 2 s is dead
-		holder, err := locker(ns, "dead", "holder").TryAcquire(ctx)
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "dead", util.LeaseSeconds(2)) // lease.Window(2 s): a waiter unseen for 2 s is dead
+		holder, err := kit.Locker(ns, "dead", "holder").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(holder.KeepAlive(ctx, 0)).NotTo(BeNil())
+		util.KeepAlive(holder, 0)
 		injectWaiter := func(id string) {
-			ql := getLease(ns, lease.QueueOf(getLease(ns, "dead")))
+			ql := kit.GetLease(ns, lease.QueueOf(kit.GetLease(ns, "dead")))
 			_, err := lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, ql, func(next *coordinationv1.Lease) error {
 				q := lease.ReadQueue(next)
-				q.Join(id, leaseState(ns, "dead").Served, time.Now())
+				q.Join(id, kit.LeaseState(ns, "dead").Served, time.Now())
 				return lease.WriteQueue(next, q)
 			})
 			Expect(err).NotTo(HaveOccurred())
@@ -222,13 +213,13 @@ var _ = Describe("One queue for every holder", func() {
 
 		By("a waiter that died long before the release is dropped, and the release skips it")
 		injectWaiter("died-early")
-		gotLive, _ := acquireAsync(ctx, locker(ns, "dead", "alive"))
+		gotLive, _ := acquireAsync(ctx, kit.Locker(ns, "dead", "alive"))
 		Eventually(func() []string { return waiterIDs(ns, "dead") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{"died-early", "alive"}))
 		Eventually(func() []string { return waiterIDs(ns, "dead") }, 10*time.Second, 50*time.Millisecond).
 			Should(Equal([]string{"alive"}))
 		Expect(lockEventReasons(ns, "dead")).To(ContainElement(locksv1alpha1.ReasonWaiterDead))
-		before := getLease(ns, "dead").ResourceVersion
+		before := kit.GetLease(ns, "dead").ResourceVersion
 		Expect(holder.Release(ctx)).To(Succeed())
 		var g *lock.Grant
 		Eventually(gotLive, 10*time.Second).Should(Receive(&g))
@@ -237,13 +228,13 @@ var _ = Describe("One queue for every holder", func() {
 		By("a waiter that dies just before the release is granted, and revoked within the detection window")
 		injectWaiter("died-late") // the manager sees it now: judged dead 2 s from now
 		died := time.Now()
-		gotNext, _ := acquireAsync(ctx, locker(ns, "dead", "next"))
+		gotNext, _ := acquireAsync(ctx, kit.Locker(ns, "dead", "next"))
 		Eventually(func() []string { return waiterIDs(ns, "dead") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{"died-late", "next"}))
 		time.Sleep(time.Until(died.Add(1200 * time.Millisecond)))
 		released := time.Now()
 		Expect(g.Release(ctx)).To(Succeed())
-		Expect(leaseState(ns, "dead").Holder).To(Equal("died-late"), "not judged dead yet: the release hands it the lock")
+		Expect(kit.LeaseState(ns, "dead").Holder).To(Equal("died-late"), "not judged dead yet: the release hands it the lock")
 		var n *lock.Grant
 		Eventually(gotNext, 10*time.Second).Should(Receive(&n))
 		waited := time.Since(released)
@@ -252,17 +243,17 @@ var _ = Describe("One queue for every holder", func() {
 		// not from the grant: it ends when the window that started before the release does.
 		Expect(waited).To(BeNumerically("<", died.Add(2*time.Second+600*time.Millisecond).Sub(released)),
 			"at most what was left of the dead waiter's window at the release (plus the manager's reaction)")
-		Expect(leaseState(ns, "dead").RevokedToken).NotTo(BeZero(), "the dead waiter's grant was revoked")
+		Expect(kit.LeaseState(ns, "dead").RevokedToken).NotTo(BeZero(), "the dead waiter's grant was revoked")
 		Expect(n.Release(ctx)).To(Succeed())
 	})
 
 	It("survives a malformed entry and an unreadable queue: nobody is blocked, the manager repairs and says so", func() {
-		ns := newNamespace()
-		newLock(ns, "poison", 15)
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "poison", util.LeaseSeconds(15))
 		_, eve := ordinaryUser(ns, "eve")
-		holder, err := locker(ns, "poison", "holder").TryAcquire(ctx)
+		holder, err := kit.Locker(ns, "poison", "holder").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		name := lease.QueueOf(getLease(ns, "poison"))
+		name := lease.QueueOf(kit.GetLease(ns, "poison"))
 		poison := func(value string) {
 			_, err := eve.CoordinationV1().Leases(ns).Patch(ctx, name, types.MergePatchType,
 				fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, locksv1alpha1.QueueAnnotation, value), metav1.PatchOptions{})
@@ -273,7 +264,7 @@ var _ = Describe("One queue for every holder", func() {
 		poison(`{"next":5,"waiters":[{"ticket":4,"holder":"mallory","beat":"soon"}]}`)
 		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
-		gotA, failedA := acquireAsync(wctx, locker(ns, "poison", "a"))
+		gotA, failedA := acquireAsync(wctx, kit.Locker(ns, "poison", "a"))
 		Eventually(func() []string { return waiterIDs(ns, "poison") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{"a"}))
 		Consistently(failedA, 200*time.Millisecond).ShouldNot(Receive())
@@ -283,13 +274,13 @@ var _ = Describe("One queue for every holder", func() {
 
 		By("a queue annotation that is not a queue at all: a client still joins, the manager says it started afresh")
 		poison("{garbage")
-		gotB, failedB := acquireAsync(wctx, locker(ns, "poison", "b"))
+		gotB, failedB := acquireAsync(wctx, kit.Locker(ns, "poison", "b"))
 		Eventually(func() []string { return lockEventNotes(ns, "poison", locksv1alpha1.ReasonQueueRepaired) },
 			10*time.Second, 50*time.Millisecond).Should(ContainElement(ContainSubstring("{garbage")))
 		Eventually(func() []string { return waiterIDs(ns, "poison") }, 10*time.Second, 20*time.Millisecond).
 			Should(ContainElement("b"))
 		Consistently(failedB, 200*time.Millisecond).ShouldNot(Receive())
-		Expect(getLease(ns, name).Annotations).NotTo(HaveKey(locksv1alpha1.QueueUnreadableAnnotation))
+		Expect(kit.GetLease(ns, name).Annotations).NotTo(HaveKey(locksv1alpha1.QueueUnreadableAnnotation))
 
 		By("both are served in turn: a (who joins again at its next beat if its entry went) and b")
 		Expect(holder.Release(ctx)).To(Succeed())
@@ -307,18 +298,18 @@ var _ = Describe("One queue for every holder", func() {
 			}
 			Expect(g.Release(ctx)).To(Succeed())
 		}
-		Eventually(func() bool { return leaseState(ns, "poison").Waiting }, 10*time.Second, 20*time.Millisecond).
+		Eventually(func() bool { return kit.LeaseState(ns, "poison").Waiting }, 10*time.Second, 20*time.Millisecond).
 			Should(BeFalse(), "the queue is empty: the waiting mark is gone, releases read no queue")
 	})
 
 	It("serves its live waiters, not entries already served, after its Lease is deleted and recreated", func() {
-		ns := newNamespace()
-		newLock(ns, "gone", 15)
-		holder, err := locker(ns, "gone", "holder").TryAcquire(ctx)
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "gone", util.LeaseSeconds(15))
+		holder, err := kit.Locker(ns, "gone", "holder").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		got1, _ := acquireAsync(ctx, locker(ns, "gone", "w1"))
+		got1, _ := acquireAsync(ctx, kit.Locker(ns, "gone", "w1"))
 		Eventually(func() []string { return waiterIDs(ns, "gone") }, 10*time.Second, 20*time.Millisecond).Should(Equal([]string{"w1"}))
-		got2, _ := acquireAsync(ctx, locker(ns, "gone", "w2"))
+		got2, _ := acquireAsync(ctx, kit.Locker(ns, "gone", "w2"))
 		Eventually(func() []string { return waiterIDs(ns, "gone") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{"w1", "w2"}))
 		Expect(holder.Release(ctx)).To(Succeed())
@@ -329,22 +320,10 @@ var _ = Describe("One queue for every holder", func() {
 		Expect(clientset.CoordinationV1().Leases(ns).Delete(ctx, "gone", metav1.DeleteOptions{})).To(Succeed())
 		var g *lock.Grant
 		Eventually(got2, 5*time.Second).Should(Receive(&g), "w2 is served well within the 15 s lease, not after a grant to w1's stale entry expires")
-		Expect(leaseState(ns, "gone").Holder).To(Equal("w2"))
+		Expect(kit.LeaseState(ns, "gone").Holder).To(Equal("w2"))
 		Expect(g.Release(ctx)).To(Succeed())
 	})
 })
-
-func leaseState(ns, name string) lease.State {
-	st, err := lease.Read(getLease(ns, name))
-	Expect(err).NotTo(HaveOccurred())
-	return st
-}
-
-func getPodAnnotations(ns, name string) map[string]string {
-	pod := &corev1.Pod{}
-	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod)).To(Succeed())
-	return pod.Annotations
-}
 
 // lockEventNotes returns the notes of the events of reason on FencedLock name.
 func lockEventNotes(ns, name, reason string) []string {

@@ -26,60 +26,35 @@ import (
 	. "github.com/onsi/gomega"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
-	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/pkg/token"
+	"github.com/fencedlock/fencedlock/test/util"
 )
-
-// newFencedSemaphore creates a FencedLock admitting permits holders and waits until it is Ready and its
-// Lease is in the semaphore format.
-func newFencedSemaphore(ns, name string, permits, leaseSeconds int32) {
-	fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: leaseSeconds, Permits: permits}}
-	ExpectWithOffset(1, k8sClient.Create(ctx, fl)).To(Succeed())
-	EventuallyWithOffset(1, func(g Gomega) {
-		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(fl), fl)).To(Succeed())
-		g.Expect(meta.IsStatusConditionTrue(fl.Status.Conditions, locksv1alpha1.ConditionReady)).To(BeTrue())
-		st, err := lease.Read(getLease(ns, name))
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(st.Semaphore).To(BeTrue())
-		g.Expect(st.Limit).To(Equal(int(permits)))
-	}, 20*time.Second, 20*time.Millisecond).Should(Succeed())
-}
 
 // writeWith is writeCM for ConfigMap name, presenting tok.
 func writeWith(ns, name string, tok token.Token, data string) error {
 	return writeCM(ns, name, tok.String(), data)
 }
 
-// renewUntilPaused renews g until the returned function is called: the holder "pauses" then.
-func renewUntilPaused(g *lock.Grant) (pause func()) {
-	kctx, stop := context.WithCancel(ctx)
-	Expect(g.KeepAlive(kctx, 0)).NotTo(BeNil())
-	DeferCleanup(stop)
-	return stop
-}
-
 var _ = Describe("The fence of a semaphore", func() {
 	It("admits every held permit in any order, and refuses revoked, ended and never-issued tokens", func() {
-		ns := newNamespace()
-		newFencedSemaphore(ns, "pool", 2, 2)
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "pool", util.Permits(2), util.LeaseSeconds(2))
 
 		By("two holders take the two permits")
-		a, err := locker(ns, "pool", "worker-a").TryAcquire(ctx)
+		a, err := kit.Locker(ns, "pool", "worker-a").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		pauseA := renewUntilPaused(a)
-		b, err := locker(ns, "pool", "worker-b").TryAcquire(ctx)
+		pauseA := util.KeepAlive(a, 0).Stop // a "pauses" when it stops renewing
+		b, err := kit.Locker(ns, "pool", "worker-b").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		renewUntilPaused(b)
+		util.KeepAlive(b, 0)
 		Expect(b.Token()).To(BeNumerically(">", a.Token()))
-		_, err = locker(ns, "pool", "worker-c").TryAcquire(ctx)
+		_, err = kit.Locker(ns, "pool", "worker-c").TryAcquire(ctx)
 		Expect(errors.Is(err, lock.ErrHeld)).To(BeTrue(), "a third holder finds both permits held: %v", err)
 
 		By("both write the same ConfigMap, in either order")
@@ -101,7 +76,7 @@ var _ = Describe("The fence of a semaphore", func() {
 			defer GinkgoRecover()
 			actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			g, err := locker(ns, "pool", "worker-c").Acquire(actx)
+			g, err := kit.Locker(ns, "pool", "worker-c").Acquire(actx)
 			if err != nil {
 				cErr <- err
 				return
@@ -117,9 +92,8 @@ var _ = Describe("The fence of a semaphore", func() {
 		case <-time.After(30 * time.Second):
 			Fail("worker c was not granted a permit within 30 s")
 		}
-		renewUntilPaused(c)
-		st, err := lease.Read(getLease(ns, "pool"))
-		Expect(err).NotTo(HaveOccurred())
+		util.KeepAlive(c, 0)
+		st := kit.LeaseState(ns, "pool")
 		Expect(st.RevokedToken).To(Equal(a.Token()), "the manager revoked a's permit")
 		Expect(c.Token()).To(BeNumerically(">", b.Token()))
 
@@ -144,11 +118,11 @@ var _ = Describe("The fence of a semaphore", func() {
 	})
 
 	It("admits a just-granted holder even while the webhook's cache lags (Cached)", func() {
-		ns := newNamespace()
-		newFencedSemaphore(ns, "pool", 3, 15)
-		steady, err := locker(ns, "pool", "steady").TryAcquire(ctx)
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "pool", util.Permits(3), util.LeaseSeconds(15))
+		steady, err := kit.Locker(ns, "pool", "steady").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		other, err := locker(ns, "pool", "other").TryAcquire(ctx)
+		other, err := kit.Locker(ns, "pool", "other").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "pool", steady.Token(), "0"))).To(Succeed())
 
@@ -165,7 +139,7 @@ var _ = Describe("The fence of a semaphore", func() {
 		rounds, deadline := 0, time.Now().Add(time.Minute)
 		for confirm()-before < 2 && time.Now().Before(deadline) {
 			rounds++
-			g, err := locker(ns, "pool", fmt.Sprintf("round-%d", rounds)).TryAcquire(ctx)
+			g, err := kit.Locker(ns, "pool", fmt.Sprintf("round-%d", rounds)).TryAcquire(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(writeWith(ns, "ledger", g.Token(), fmt.Sprint(rounds))).To(Succeed(), "round %d, token %s", rounds, g.Token())
 			Expect(g.Release(ctx)).To(Succeed())
@@ -178,12 +152,12 @@ var _ = Describe("The fence of a semaphore", func() {
 	})
 
 	It("binds each permit's token to its holder's principal when holderBinding is on", func() {
-		ns := newNamespace()
-		newFencedSemaphore(ns, "pool", 2, 15)
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "pool", util.Permits(2), util.LeaseSeconds(15))
 		setFence(ns, "pool", `{"holderBinding":true}`)
-		alice, err := locker(ns, "pool", "alice/laptop-1").TryAcquire(ctx)
+		alice, err := kit.Locker(ns, "pool", "alice/laptop-1").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		bob, err := locker(ns, "pool", "bob/laptop-1").TryAcquire(ctx)
+		bob, err := kit.Locker(ns, "pool", "bob/laptop-1").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		as := func(user string) client.Client {
 			c := rest.CopyConfig(cfg)

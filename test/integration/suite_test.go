@@ -44,6 +44,8 @@ var (
 	cfg       *rest.Config
 	k8sClient client.Client
 	clientset *kubernetes.Clientset
+	// kit builds the suite's namespaces, locks, pods and clients.
+	kit util.Kit
 	// stopManager stops the running manager.
 	stopManager func()
 )
@@ -59,6 +61,7 @@ var _ = BeforeSuite(func() {
 	started, err := util.Start(filepath.Join("testdata", "crds"))
 	Expect(err).NotTo(HaveOccurred())
 	testEnv, cfg, k8sClient, clientset = started.Env, started.Cfg, started.Client, started.Clientset
+	kit = util.Kit{Ctx: ctx, Client: k8sClient, Leases: clientset.CoordinationV1(), Prefix: "it-"}
 
 	startManager()
 })

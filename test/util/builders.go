@@ -18,6 +18,7 @@ package util
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/onsi/ginkgo/v2"
@@ -33,22 +34,35 @@ import (
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/lock"
+	"github.com/fencedlock/fencedlock/pkg/token"
 )
 
 // Kit builds and reads the objects the test suites share (namespaces, FencedLocks, Leases, pods
-// and Go clients) against one API server. Its methods fail the running spec on errors.
+// and Go clients) against one API server. Its methods fail the running test on errors.
 type Kit struct {
 	Ctx    context.Context
 	Client client.Client
 	Leases coordinationv1client.LeasesGetter
 	// Prefix starts the name of every namespace it creates ("it-", "ctrl-", "e2e-").
 	Prefix string
+	// G asserts: nil for the global Gomega of a Ginkgo suite, gomega.NewWithT(t) in a plain test.
+	G Gomega
+	// ReadyTimeout bounds NewLock's wait for the manager to make a lock Ready (20 s if zero): a
+	// real cluster's manager may be restarting.
+	ReadyTimeout time.Duration
+}
+
+func (k Kit) g() Gomega {
+	if k.G != nil {
+		return k.G
+	}
+	return Default
 }
 
 // NewNamespace creates a namespace with a generated name and returns the name.
 func (k Kit) NewNamespace() string {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: k.Prefix}}
-	ExpectWithOffset(1, k.Client.Create(k.Ctx, ns)).To(Succeed())
+	k.g().ExpectWithOffset(1, k.Client.Create(k.Ctx, ns)).To(Succeed())
 	return ns.Name
 }
 
@@ -62,8 +76,13 @@ func Permits(n int32) func(*locksv1alpha1.FencedLock) {
 	return func(fl *locksv1alpha1.FencedLock) { fl.Spec.Permits = n }
 }
 
-// NewLock creates FencedLock ns/name, changed by the non-nil mutate functions, and waits until
-// it is Ready (its Lease exists and is initialized).
+// FenceMode sets a FencedLock's spec.fence.mode, for NewLock.
+func FenceMode(m locksv1alpha1.FenceMode) func(*locksv1alpha1.FencedLock) {
+	return func(fl *locksv1alpha1.FencedLock) { fl.Spec.Fence.Mode = m }
+}
+
+// NewLock creates FencedLock ns/name, changed by the non-nil mutate functions, and waits as
+// CreateLock does.
 func (k Kit) NewLock(ns, name string, mutate ...func(*locksv1alpha1.FencedLock)) *locksv1alpha1.FencedLock {
 	fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	for _, m := range mutate {
@@ -71,34 +90,64 @@ func (k Kit) NewLock(ns, name string, mutate ...func(*locksv1alpha1.FencedLock))
 			m(fl)
 		}
 	}
-	ExpectWithOffset(1, k.Client.Create(k.Ctx, fl)).To(Succeed())
-	EventuallyWithOffset(1, func(g Gomega) {
+	return k.createLock(2, fl)
+}
+
+// CreateLock creates fl and waits until it is Ready and its Lease is in the format of its
+// spec.permits (a semaphore's, with that many permits, for more than one): a client that starts
+// then finds the lock as the spec says.
+func (k Kit) CreateLock(fl *locksv1alpha1.FencedLock) *locksv1alpha1.FencedLock {
+	return k.createLock(2, fl)
+}
+
+func (k Kit) createLock(offset int, fl *locksv1alpha1.FencedLock) *locksv1alpha1.FencedLock {
+	k.g().ExpectWithOffset(offset, k.Client.Create(k.Ctx, fl)).To(Succeed())
+	timeout := k.ReadyTimeout
+	if timeout == 0 {
+		timeout = 20 * time.Second
+	}
+	k.g().EventuallyWithOffset(offset, func(g Gomega) {
 		g.Expect(k.Client.Get(k.Ctx, client.ObjectKeyFromObject(fl), fl)).To(Succeed())
-		g.Expect(meta.IsStatusConditionTrue(fl.Status.Conditions, locksv1alpha1.ConditionReady)).To(BeTrue())
-	}, 20*time.Second, 20*time.Millisecond).Should(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(fl.Status.Conditions, locksv1alpha1.ConditionReady)).To(BeTrue(),
+			"lock %s/%s is not Ready", fl.Namespace, fl.Name)
+		l := &coordinationv1.Lease{}
+		g.Expect(k.Client.Get(k.Ctx, client.ObjectKeyFromObject(fl), l)).To(Succeed())
+		st, err := lease.Read(l)
+		g.Expect(err).NotTo(HaveOccurred())
+		n := int(max(fl.Spec.Permits, 1))
+		g.Expect(st.Semaphore).To(Equal(n > 1), "the manager writes spec.permits to the Lease")
+		g.Expect(max(st.Limit, 1)).To(Equal(n))
+	}, timeout, 20*time.Millisecond).Should(Succeed())
+	return fl
+}
+
+// GetLock reads FencedLock ns/name.
+func (k Kit) GetLock(ns, name string) *locksv1alpha1.FencedLock {
+	fl := &locksv1alpha1.FencedLock{}
+	k.g().ExpectWithOffset(1, k.Client.Get(k.Ctx, client.ObjectKey{Namespace: ns, Name: name}, fl)).To(Succeed())
 	return fl
 }
 
 // GetLease reads Lease ns/name.
 func (k Kit) GetLease(ns, name string) *coordinationv1.Lease {
 	l := &coordinationv1.Lease{}
-	ExpectWithOffset(1, k.Client.Get(k.Ctx, client.ObjectKey{Namespace: ns, Name: name}, l)).To(Succeed())
+	k.g().ExpectWithOffset(1, k.Client.Get(k.Ctx, client.ObjectKey{Namespace: ns, Name: name}, l)).To(Succeed())
 	return l
 }
 
 // LeaseState reads the lock state of FencedLock ns/name's Lease.
 func (k Kit) LeaseState(ns, name string) lease.State {
 	l := &coordinationv1.Lease{}
-	ExpectWithOffset(1, k.Client.Get(k.Ctx, client.ObjectKey{Namespace: ns, Name: name}, l)).To(Succeed())
+	k.g().ExpectWithOffset(1, k.Client.Get(k.Ctx, client.ObjectKey{Namespace: ns, Name: name}, l)).To(Succeed())
 	st, err := lease.Read(l)
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	k.g().ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	return st
 }
 
 // Locker returns a Go client of FencedLock ns/name under identity id.
 func (k Kit) Locker(ns, name, id string, opts ...lock.Option) *lock.Locker {
 	l, err := lock.New(k.Leases, ns, name, append([]lock.Option{lock.WithIdentity(id)}, opts...)...)
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	k.g().ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	return l
 }
 
@@ -109,9 +158,10 @@ func NewLocker(leases coordinationv1client.LeasesGetter, ns, name string, opts .
 	return l
 }
 
-// KeepAlive starts g's keep-alive and stops it when the spec ends.
-func KeepAlive(g *lock.Grant) *lock.KeepAlive {
-	k, err := g.KeepAlive(context.Background(), 0)
+// KeepAlive starts g's keep-alive, renewing every interval (zero: lock's default), and stops it
+// when the spec ends at the latest: none outlives its spec.
+func KeepAlive(g *lock.Grant, interval time.Duration) *lock.KeepAlive {
+	k, err := g.KeepAlive(context.Background(), interval)
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	ginkgo.DeferCleanup(k.Stop)
 	return k
@@ -143,6 +193,27 @@ func MultiLockPod(ns, name, locks string) *corev1.Pod {
 
 // CreatePod creates p and returns it.
 func (k Kit) CreatePod(p *corev1.Pod) *corev1.Pod {
-	ExpectWithOffset(1, k.Client.Create(k.Ctx, p)).To(Succeed())
+	k.g().ExpectWithOffset(1, k.Client.Create(k.Ctx, p)).To(Succeed())
 	return p
+}
+
+// GetPod reads pod ns/name.
+func (k Kit) GetPod(ns, name string) *corev1.Pod {
+	p := &corev1.Pod{}
+	k.g().ExpectWithOffset(1, k.Client.Get(k.Ctx, client.ObjectKey{Namespace: ns, Name: name}, p)).To(Succeed())
+	return p
+}
+
+// PodTokens returns the per-lock tokens the manager granted pod p (token.fencedlock.io/<lock>),
+// by lock. A token that does not parse fails the test: the manager writes none.
+func PodTokens(p *corev1.Pod) map[string]token.Token {
+	toks := map[string]token.Token{}
+	for k, v := range p.Annotations {
+		if l, ok := strings.CutPrefix(k, locksv1alpha1.LockTokenAnnotationPrefix); ok {
+			t, err := token.Parse(v)
+			ExpectWithOffset(1, err).NotTo(HaveOccurred(), "pod %s/%s, annotation %s", p.Namespace, p.Name, k)
+			toks[l] = t
+		}
+	}
+	return toks
 }
