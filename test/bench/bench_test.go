@@ -34,6 +34,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onsi/gomega"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,6 +67,7 @@ type bench struct {
 	mgr *managerProcess
 	rep report
 	ns  string
+	kit util.Kit // builds in namespace ns; a failure ends the benchmark
 
 	floorRate float64
 	floorText string // the floor, as the doc's sections name it
@@ -131,6 +134,7 @@ func TestBench(t *testing.T) {
 	if b.cl, err = client.New(cfg, client.Options{Scheme: util.Scheme()}); err != nil {
 		t.Fatal(err)
 	}
+	b.kit = util.Kit{Ctx: ctx, Client: b.cl, Leases: b.cs.CoordinationV1(), G: gomega.NewWithT(t), ReadyTimeout: 30 * time.Second}
 	b.ns = "bench"
 	if err := b.cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: b.ns}}); err != nil {
 		t.Fatal(err)
@@ -201,38 +205,14 @@ func controlPlane(cs *kubernetes.Clientset, env *envtest.Environment) string {
 	return api + ", " + etcd
 }
 
-func (b *bench) newLock(name string, leaseSeconds int32, mutate func(*locksv1alpha1.FencedLock)) {
-	fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: name},
-		Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: leaseSeconds}}
-	if mutate != nil {
-		mutate(fl)
-	}
-	if err := b.cl.Create(b.ctx, fl); err != nil {
-		b.t.Fatal(err)
-	}
-	for {
-		l, err := b.cs.CoordinationV1().Leases(b.ns).Get(b.ctx, name, metav1.GetOptions{})
-		if err == nil {
-			if st, _ := lease.Read(l); st.Initialized() {
-				return
-			}
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // ensureLocks creates locks before any measurement pauses the manager.
 func (b *bench) ensureLocks(names []string) {
 	for _, n := range names {
 		if _, err := b.cs.CoordinationV1().Leases(b.ns).Get(b.ctx, n, metav1.GetOptions{}); err == nil {
 			continue
 		}
-		b.newLock(n, 15, nil)
+		b.kit.NewLock(b.ns, n, util.LeaseSeconds(15))
 	}
-}
-
-func (b *bench) locker(name, id string) *lock.Locker {
-	return b.newLocker(b.cs.CoordinationV1(), name, lock.WithIdentity(id))
 }
 
 // newLocker is lock.New in b's namespace; an error ends the benchmark.
@@ -276,7 +256,7 @@ func (b *bench) rawCAS() stats {
 
 // handover: holder releases -> a waiting acquirer (blocked on its watch) is granted.
 func (b *bench) handover(floor stats) {
-	b.newLock("handover", 15, nil)
+	b.kit.NewLock(b.ns, "handover", util.LeaseSeconds(15))
 	lockers := [2]*lock.Locker{}
 	waiting := make(chan struct{}, 1)
 	for i := range lockers {
@@ -386,11 +366,11 @@ func (b *bench) leaderElection(name string, leaseDur, renew, retry time.Duration
 // revocation: a library holder that stops renewing is revoked leaseDuration after its last
 // renewal was observed.
 func (b *bench) revocation() {
-	b.newLock("crash", 1, nil)
+	b.kit.NewLock(b.ns, "crash", util.LeaseSeconds(1))
 	n := envInt("BENCH_REVOKE_N", 10)
 	var over []time.Duration
 	for range n {
-		g, err := b.locker("crash", "crasher").Acquire(b.ctx)
+		g, err := b.kit.Locker(b.ns, "crash", "crasher").Acquire(b.ctx)
 		if err != nil {
 			b.t.Fatal(err)
 		}
@@ -613,13 +593,13 @@ func (f *fifoCheck) stop() (queued, outside, skip int) {
 
 // fenceCost: fenced vs unfenced ConfigMap updates, Cached and Strict, and the decision alone.
 func (b *bench) fenceCost(floor stats) {
-	b.newLock("fenced", 15, nil)
-	b.newLock("strict", 15, func(fl *locksv1alpha1.FencedLock) { fl.Spec.Fence.Mode = locksv1alpha1.FenceModeStrict })
-	g, err := b.locker("fenced", "writer").Acquire(b.ctx)
+	b.kit.NewLock(b.ns, "fenced", util.LeaseSeconds(15))
+	b.kit.NewLock(b.ns, "strict", util.LeaseSeconds(15), util.FenceMode(locksv1alpha1.FenceModeStrict))
+	g, err := b.kit.Locker(b.ns, "fenced", "writer").Acquire(b.ctx)
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	gs, err := b.locker("strict", "writer").Acquire(b.ctx)
+	gs, err := b.kit.Locker(b.ns, "strict", "writer").Acquire(b.ctx)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -769,7 +749,7 @@ func (b *bench) policyOnly() string {
 
 // podHandover: holder pod Succeeded -> next pod ungated with its token; API writes per grant.
 func (b *bench) podHandover(floor stats) {
-	b.newLock("pods", 15, nil)
+	b.kit.NewLock(b.ns, "pods", util.LeaseSeconds(15))
 	n := envInt("BENCH_POD_N", 40)
 	w, err := b.cs.CoreV1().Pods(b.ns).Watch(b.ctx, metav1.ListOptions{LabelSelector: locksv1alpha1.LockLabel + "=pods"})
 	if err != nil {
@@ -777,7 +757,7 @@ func (b *bench) podHandover(floor stats) {
 	}
 	defer w.Stop()
 	for i := range n {
-		b.createPod(fmt.Sprintf("pod-%03d", i), "pods")
+		b.kit.CreatePod(util.Pod(b.ns, fmt.Sprintf("pod-%03d", i), "pods"))
 	}
 	before, mgr0, api0 := b.mgr.requests(b.t), b.mgr.metricsText(b.t), b.apiMetrics()
 	var d []time.Duration
@@ -831,13 +811,4 @@ func (b *bench) apiMetrics() string {
 		b.t.Fatal(err)
 	}
 	return string(raw)
-}
-
-func (b *bench) createPod(name, lockName string) {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: name,
-		Labels: map[string]string{locksv1alpha1.LockLabel: lockName}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "example.com/x:1"}}}}
-	if err := b.cl.Create(b.ctx, pod); err != nil {
-		b.t.Fatal(err)
-	}
 }

@@ -37,7 +37,7 @@ import (
 // each, on a real (labelled, owned, watched) Lease rather than a bare one.
 func (b *bench) renewFloor() stats {
 	b.ensureLocks([]string{"renew-floor"})
-	g, err := b.locker("renew-floor", "renewer").Acquire(b.ctx)
+	g, err := b.kit.Locker(b.ns, "renew-floor", "renewer").Acquire(b.ctx)
 	if err != nil {
 		b.t.Fatal(err)
 	}

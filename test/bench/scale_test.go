@@ -31,6 +31,7 @@ import (
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/test/util"
 )
 
 // scale: many idle locks cost no API calls; a long queue drains in order.
@@ -88,13 +89,13 @@ func (b *bench) scale() {
 // ungated. The grants must follow the queue order.
 func (b *bench) drain() {
 	n := envInt("BENCH_DRAIN_PODS", 1000)
-	b.newLock("drain", 15, nil)
+	b.kit.NewLock(b.ns, "drain", util.LeaseSeconds(15))
 	// Keep the lock held while the queue fills, so the order is decided by the queue alone.
-	g, err := b.locker("drain", "filler").Acquire(b.ctx)
+	g, err := b.kit.Locker(b.ns, "drain", "filler").Acquire(b.ctx)
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	b.parallel(n, 8, func(i int) { b.createPod(fmt.Sprintf("drain-%04d", i), "drain") })
+	b.parallel(n, 8, func(i int) { b.kit.CreatePod(util.Pod(b.ns, fmt.Sprintf("drain-%04d", i), "drain")) })
 	// Pods are owed the order of their queue tickets, the order status.waiters shows
 	// (docs/protocol.md, pods as holders): wait until every pod is queued, and expect that order.
 	var want []string

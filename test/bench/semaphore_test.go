@@ -44,6 +44,7 @@ import (
 	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/pkg/token"
+	"github.com/fencedlock/fencedlock/test/util"
 )
 
 // semaphore: grant cycles on a semaphore of 4 permits with 16 clients, beside one lock with 16
@@ -51,30 +52,6 @@ import (
 func (b *bench) semaphore() {
 	b.semCycles()
 	b.semFence()
-}
-
-// newSemaphore creates a FencedLock with n permits (mode: the fence mode, "" for the default) and
-// waits until the manager has written its Lease in the semaphore format (a lock's for n = 1).
-func (b *bench) newSemaphore(name string, n int, mode locksv1alpha1.FenceMode) {
-	fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: name},
-		Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: 15, Permits: int32(n)}}
-	fl.Spec.Fence.Mode = mode
-	if err := b.cl.Create(b.ctx, fl); err != nil {
-		b.t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		l, err := b.cs.CoordinationV1().Leases(b.ns).Get(b.ctx, name, metav1.GetOptions{})
-		if err == nil {
-			if st, _ := lease.Read(l); st.Initialized() && st.Semaphore == (n > 1) && max(st.Limit, 1) == n {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("the Lease of %s did not show %d permits within 30s", name, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // semGrant is one grant a client got: its token and the client's clock around it.
@@ -361,8 +338,8 @@ func (b *bench) semCycles() {
 	dur := time.Duration(envInt("BENCH_SEM_SECONDS", 10)) * time.Second
 	warm := time.Duration(envInt("BENCH_CYCLE_WARM_SECONDS", 2)) * time.Second
 	const permits = 4
-	b.newSemaphore("sem-cycles", permits, "")
-	b.newSemaphore("sem-cycles-lock", 1, "")
+	b.kit.NewLock(b.ns, "sem-cycles", util.LeaseSeconds(15), util.Permits(permits))
+	b.kit.NewLock(b.ns, "sem-cycles-lock", util.LeaseSeconds(15), util.Permits(1))
 	if f := os.Getenv("BENCH_SEM_PROFILE"); f != "" { // diagnosis: where the clients' CPU goes
 		out, err := os.Create(f)
 		if err != nil {
@@ -419,12 +396,12 @@ func (b *bench) semCycles() {
 // base: the five are written in turn, n times, so that load drift falls on all alike.
 func (b *bench) semFence() {
 	strict := locksv1alpha1.FenceModeStrict
-	b.newSemaphore("semf-lock", 1, "")
-	b.newSemaphore("semf-sem", 2, "")
-	b.newSemaphore("semf-lock-strict", 1, strict)
-	b.newSemaphore("semf-sem-strict", 2, strict)
+	b.kit.NewLock(b.ns, "semf-lock", util.LeaseSeconds(15), util.Permits(1))
+	b.kit.NewLock(b.ns, "semf-sem", util.LeaseSeconds(15), util.Permits(2))
+	b.kit.NewLock(b.ns, "semf-lock-strict", util.LeaseSeconds(15), util.Permits(1), util.FenceMode(strict))
+	b.kit.NewLock(b.ns, "semf-sem-strict", util.LeaseSeconds(15), util.Permits(2), util.FenceMode(strict))
 	hold := func(name, id string) token.Token {
-		g, err := b.locker(name, id).TryAcquire(b.ctx) // a free permit, never a wait
+		g, err := b.kit.Locker(b.ns, name, id).TryAcquire(b.ctx) // a free permit, never a wait
 		if err != nil {
 			b.t.Fatal(err)
 		}

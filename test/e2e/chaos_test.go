@@ -141,7 +141,7 @@ var chaosWorker = sync.OnceValue(func() string {
 // newCampaign prepares a campaign in a new namespace: the holder process and image, the custom
 // resource kind and the pods' permissions.
 func newCampaign() *campaign {
-	c := &campaign{ns: newNamespace(), lease: 2 * time.Second, locks: []string{"chaos", "chaos2"},
+	c := &campaign{ns: kit.NewNamespace(), lease: 2 * time.Second, locks: []string{"chaos", "chaos2"},
 		sem: "chaos-sem", semPermits: 2, faults: map[string]int{}, leaseDel: map[string]time.Time{}}
 	c.dir = filepath.Join(clusterDir, "chaos", c.ns)
 	Expect(os.MkdirAll(c.dir, 0o777)).To(Succeed())
@@ -167,15 +167,14 @@ func newCampaign() *campaign {
 func (c *campaign) run(first time.Duration, disrupt func()) []lincheck.Op {
 	stops := make([]func(), 0, len(c.locks)+1)
 	for _, lk := range append(slices.Clone(c.locks), c.sem) {
-		fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: lk},
-			Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: int32(c.lease / time.Second),
-				// Strict: the lock's current token is read from etcd, so rule (c) is exact and the
-				// model's "no superseded token is ever accepted" holds without a cache window.
-				Fence: locksv1alpha1.FenceSpec{Mode: locksv1alpha1.FenceModeStrict}}}
+		// Strict: the lock's current token is read from etcd, so rule (c) is exact and the model's
+		// "no superseded token is ever accepted" holds without a cache window.
+		spec := []func(*locksv1alpha1.FencedLock){util.LeaseSeconds(int32(c.lease / time.Second)),
+			util.FenceMode(locksv1alpha1.FenceModeStrict)}
 		if lk == c.sem {
-			fl.Spec.Permits = int32(c.semPermits)
+			spec = append(spec, util.Permits(int32(c.semPermits)))
 		}
-		Expect(k8sClient.Create(ctx, fl)).To(Succeed())
+		kit.NewLock(c.ns, lk, spec...)
 		c.setup(lk)
 		stops = append(stops, c.watchLease(lk))
 	}
@@ -258,7 +257,7 @@ func (c *campaign) setup(lk string) {
 	Eventually(func() error {
 		var err error
 		call := time.Now().UnixNano()
-		g, err = util.NewLocker(clientset.CoordinationV1(), c.ns, lk, lock.WithIdentity("setup")).TryAcquire(ctx)
+		g, err = kit.Locker(c.ns, lk, "setup").TryAcquire(ctx)
 		if err == nil {
 			c.record(lk, lincheck.Op{Client: 0, Kind: lincheck.Acquire, Token: uint64(g.Token()), Outcome: lincheck.OK,
 				Call: call, Return: time.Now().UnixNano()})
@@ -372,24 +371,20 @@ func (c *campaign) watchLease(lk string) (stop func()) {
 
 // startClient starts Go-client process id, queued for one of the locks in turn.
 func (c *campaign) startClient(id int, duration time.Duration) *exec.Cmd {
-	cmd := exec.Command(c.workerBin, "--kubeconfig", filepath.Join(clusterDir, "admin.kubeconfig"), "--namespace", c.ns,
-		"--lock", c.locks[(id-1)%len(c.locks)],
-		"--id", strconv.Itoa(id), "--history", filepath.Join(c.dir, fmt.Sprintf("client-%d.jsonl", id)),
-		"--duration", duration.String())
-	cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
-	Expect(cmd.Start()).To(Succeed())
-	c.mu.Lock()
-	c.procs = append(c.procs, cmd)
-	c.mu.Unlock()
-	return cmd
+	return c.startWorker(id, duration, "--lock", c.locks[(id-1)%len(c.locks)])
 }
 
 // startSemClient starts Go-client process id on the semaphore.
 func (c *campaign) startSemClient(id int, duration time.Duration) *exec.Cmd {
-	cmd := exec.Command(c.workerBin, "--kubeconfig", filepath.Join(clusterDir, "admin.kubeconfig"), "--namespace", c.ns,
-		"--lock", c.sem, "--permits", strconv.Itoa(c.semPermits),
+	return c.startWorker(id, duration, "--lock", c.sem, "--permits", strconv.Itoa(c.semPermits))
+}
+
+// startWorker starts Go-client process id of the chaos worker, asking as lockArgs say.
+func (c *campaign) startWorker(id int, duration time.Duration, lockArgs ...string) *exec.Cmd {
+	args := append([]string{"--kubeconfig", filepath.Join(clusterDir, "admin.kubeconfig"), "--namespace", c.ns}, lockArgs...)
+	cmd := exec.Command(c.workerBin, append(args,
 		"--id", strconv.Itoa(id), "--history", filepath.Join(c.dir, fmt.Sprintf("client-%d.jsonl", id)),
-		"--duration", duration.String())
+		"--duration", duration.String())...)
 	cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
 	Expect(cmd.Start()).To(Succeed())
 	c.mu.Lock()

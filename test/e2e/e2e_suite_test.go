@@ -56,10 +56,12 @@ const (
 )
 
 var (
-	ctx        context.Context
-	cancel     context.CancelFunc
-	k8sClient  client.Client
-	clientset  *kubernetes.Clientset
+	ctx       context.Context
+	cancel    context.CancelFunc
+	k8sClient client.Client
+	clientset *kubernetes.Clientset
+	// kit builds the suite's namespaces, locks, pods and clients.
+	kit        util.Kit
 	clusterDir = envOr("E2E_CLUSTER_DIR", "/tmp/fencedlock-e2e")
 	apiPort    = envOr("E2E_API_PORT", "26443")
 	// env is what every hack/ script of the suite runs with.
@@ -148,6 +150,8 @@ var _ = BeforeSuite(func() {
 	k8sClient, err = client.New(cfg, client.Options{Scheme: util.Scheme()})
 	Expect(err).NotTo(HaveOccurred())
 	clientset = kubernetes.NewForConfigOrDie(cfg)
+	// A minute for a lock to become Ready: the manager may be rolling out or electing a leader.
+	kit = util.Kit{Ctx: ctx, Client: k8sClient, Leases: clientset.CoordinationV1(), Prefix: "e2e-", ReadyTimeout: time.Minute}
 
 	By("building the manager and worker images (hack/image-tarballs.sh) and loading them into the node's containerd")
 	select {

@@ -42,12 +42,6 @@ import (
 	"github.com/fencedlock/fencedlock/test/util"
 )
 
-func newNamespace() string {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}
-	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
-	return ns.Name
-}
-
 // samples decodes config/samples/<file> into objects.
 func samples(file string) []*unstructured.Unstructured {
 	raw, err := os.ReadFile(filepath.Join(util.RepoRoot(), "config", "samples", file))
@@ -73,12 +67,12 @@ func installSamples(ns string, leaseSeconds int32) *batchv1.Job {
 
 // installSample creates the FencedLock of lockFile (with leaseSeconds) and the objects of jobFile
 // but its Job, with the RBAC of job_ledger.yaml (the ServiceAccount every sample Job runs as), in
-// ns, waits for the lock to be Ready and returns the Job adapted to this node.
+// ns (the lock Ready first) and returns the Job adapted to this node.
 func installSample(ns, lockFile, jobFile string, leaseSeconds int32) *batchv1.Job {
 	fl := &locksv1alpha1.FencedLock{}
 	Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(samples(lockFile)[0].Object, fl)).To(Succeed())
 	fl.Namespace, fl.Spec.LeaseDurationSeconds = ns, leaseSeconds
-	Expect(k8sClient.Create(ctx, fl)).To(Succeed())
+	kit.CreateLock(fl)
 	var job *batchv1.Job
 	for _, file := range slices.Compact([]string{"job_ledger.yaml", jobFile}) {
 		for _, obj := range samples(file) {
@@ -100,15 +94,6 @@ func installSample(ns, lockFile, jobFile string, leaseSeconds int32) *batchv1.Jo
 	}
 	Expect(job).NotTo(BeNil(), "no Job in %s", jobFile)
 	forThisNode(&job.Spec.Template.Spec)
-	Eventually(func() bool {
-		_ = k8sClient.Get(ctx, client.ObjectKeyFromObject(fl), fl)
-		for _, c := range fl.Status.Conditions {
-			if c.Type == locksv1alpha1.ConditionReady && c.Status == metav1.ConditionTrue {
-				return true
-			}
-		}
-		return false
-	}, time.Minute, 50*time.Millisecond).Should(BeTrue())
 	return job
 }
 
@@ -164,7 +149,7 @@ func jobPods(ns, job string) []corev1.Pod {
 
 var _ = Describe("Jobs and pods as lock holders on a real node", func() {
 	It("runs a Job's pods one at a time, each with a higher token from the downward API", func() {
-		ns := newNamespace()
+		ns := kit.NewNamespace()
 		job := installSamples(ns, 15)
 		start := time.Now()
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
@@ -197,20 +182,14 @@ var _ = Describe("Jobs and pods as lock holders on a real node", func() {
 	})
 
 	It("hands the lock over when the holder pod is killed mid-hold", func() {
-		ns := newNamespace()
+		ns := kit.NewNamespace()
 		job := installSamples(ns, 15)
 		job.Name = "long"
 		job.Spec.Completions, job.Spec.Parallelism = ptr.To[int32](1), ptr.To[int32](1)
 		args := job.Spec.Template.Spec.Containers[0].Args
 		job.Spec.Template.Spec.Containers[0].Args = append(slices.Clone(args), "--work=10m")
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
-		var holder corev1.Pod
-		Eventually(func(g Gomega) {
-			pods := jobPods(ns, "long")
-			g.Expect(pods).To(HaveLen(1))
-			holder = pods[0]
-			g.Expect(holder.Status.Phase).To(Equal(corev1.PodRunning))
-		}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
+		holder := runningPod(ns, "long")
 		first := parseGrantEventually(ns, holder.Name)
 
 		next := installNextJob(ns, job, "next")
@@ -218,17 +197,14 @@ var _ = Describe("Jobs and pods as lock holders on a real node", func() {
 
 		killedAt := time.Now()
 		Expect(k8sClient.Delete(ctx, &holder, client.GracePeriodSeconds(0))).To(Succeed())
-		Eventually(func(g Gomega) {
-			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(next), next)).To(Succeed())
-			g.Expect(next.Status.Succeeded).To(Equal(int32(1)))
-		}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
+		succeeded(next)
 		second := parseGrant(ns, jobPods(ns, "next")[0].Name)
 		Expect(second.token).To(BeNumerically(">", first.token))
 		AddReportEntry("holder pod deleted -> next pod granted and ungated (API)", time.Since(killedAt).String())
 	})
 
 	It("refuses a stale pod's late write after its grant was revoked", func() {
-		ns := newNamespace()
+		ns := kit.NewNamespace()
 		job := installSamples(ns, 3)
 		job.Name = "stale"
 		job.Spec.Completions, job.Spec.Parallelism = ptr.To[int32](1), ptr.To[int32](1)
@@ -238,20 +214,10 @@ var _ = Describe("Jobs and pods as lock holders on a real node", func() {
 		c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
 			Command: []string{"/bin/entry", "--probe", "/tmp/ready"}}}, PeriodSeconds: 1, FailureThreshold: 1}
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
-		var stale corev1.Pod
-		Eventually(func(g Gomega) {
-			pods := jobPods(ns, "stale")
-			g.Expect(pods).To(HaveLen(1))
-			stale = pods[0]
-			g.Expect(stale.Status.Phase).To(Equal(corev1.PodRunning))
-		}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
+		stale := runningPod(ns, "stale")
 		old := parseGrantEventually(ns, stale.Name)
 
-		next := installNextJob(ns, job, "fresh")
-		Eventually(func(g Gomega) {
-			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(next), next)).To(Succeed())
-			g.Expect(next.Status.Succeeded).To(Equal(int32(1)))
-		}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
+		succeeded(installNextJob(ns, job, "fresh"))
 		fresh := parseGrant(ns, jobPods(ns, "fresh")[0].Name)
 		Expect(fresh.token).To(BeNumerically(">", old.token))
 
@@ -266,6 +232,26 @@ var _ = Describe("Jobs and pods as lock holders on a real node", func() {
 		Expect(ledger(ns).Data["writer"]).To(Equal(fresh.pod))
 	})
 })
+
+// runningPod waits until the one pod of a one-pod Job runs, and returns it.
+func runningPod(ns, job string) corev1.Pod {
+	var pod corev1.Pod
+	EventuallyWithOffset(1, func(g Gomega) {
+		pods := jobPods(ns, job)
+		g.Expect(pods).To(HaveLen(1))
+		pod = pods[0]
+		g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
+	}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
+	return pod
+}
+
+// succeeded waits until a one-pod Job has succeeded.
+func succeeded(job *batchv1.Job) {
+	EventuallyWithOffset(1, func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(job), job)).To(Succeed())
+		g.Expect(job.Status.Succeeded).To(Equal(int32(1)))
+	}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
+}
 
 func parseGrantEventually(ns, pod string) grant {
 	EventuallyWithOffset(1, func() string { return logs(ns, pod) }, time.Minute, 100*time.Millisecond).Should(
@@ -290,8 +276,4 @@ func installNextJob(ns string, job *batchv1.Job, name string) *batchv1.Job {
 	return next
 }
 
-func waiting(ns string) int32 {
-	fl := &locksv1alpha1.FencedLock{}
-	ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ledger"}, fl)).To(Succeed())
-	return fl.Status.WaitingCount
-}
+func waiting(ns string) int32 { return kit.GetLock(ns, "ledger").Status.WaitingCount }

@@ -40,7 +40,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
-	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/test/util"
 )
 
@@ -83,7 +82,7 @@ var _ = Describe("The install (config/default) in the cluster", func() {
 		Expect(err).NotTo(HaveOccurred())
 
 		By("the API server gets answers from both webhooks through the Service")
-		pod := probePod("default")
+		pod := probePod("default", "gate-probe")
 		Expect(k8sClient.Create(ctx, pod, client.DryRunAll)).To(Succeed())
 		Expect(pod.Spec.SchedulingGates).To(ContainElement(corev1.PodSchedulingGate{Name: locksv1alpha1.SchedulingGate}))
 		Expect(fenceAnswers("default")).To(Succeed())
@@ -159,11 +158,10 @@ var _ = Describe("The manager's two replicas", func() {
 	})
 
 	It("hand leadership over when the leader is killed mid-run, while the other replica keeps answering for the fence", func() {
-		ns := newNamespace()
+		ns := kit.NewNamespace()
 		By("a fenced ConfigMap under a held lock, and a superseded token")
-		Expect(k8sClient.Create(ctx, &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"},
-			Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: 120}})).To(Succeed())
-		l := util.NewLocker(clientset.CoordinationV1(), ns, "probe", lock.WithIdentity("e2e-prober"))
+		kit.NewLock(ns, "probe", util.LeaseSeconds(120))
+		l := kit.Locker(ns, "probe", "e2e-prober")
 		actx, cancelA := context.WithTimeout(ctx, time.Minute)
 		defer cancelA()
 		old, err := l.Acquire(actx)
@@ -172,9 +170,7 @@ var _ = Describe("The manager's two replicas", func() {
 		cur, err := l.Acquire(actx)
 		Expect(err).NotTo(HaveOccurred())
 		defer func() { _ = cur.Release(ctx) }()
-		Expect(k8sClient.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe",
-			Labels:      map[string]string{locksv1alpha1.FencedByLabel: "probe"},
-			Annotations: map[string]string{locksv1alpha1.TokenAnnotation: cur.Token().String()}}})).To(Succeed())
+		Expect(k8sClient.Create(ctx, util.FencedConfigMap(ns, "probe", "probe", cur.Token(), "0"))).To(Succeed())
 
 		By("the sample Job's pods taking the lock in turn")
 		job := installSamples(ns, 15)

@@ -41,6 +41,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/test/util"
 )
 
 // The install as config/default names it.
@@ -151,7 +152,7 @@ func waitWebhooksServing() {
 		g.Expect(caBundles()).To(Succeed())
 	}, time.Minute, 250*time.Millisecond).Should(Succeed(), "CA bundles not injected")
 	EventuallyWithOffset(1, func(g Gomega) {
-		pod := probePod("default")
+		pod := probePod("default", "gate-probe")
 		g.Expect(k8sClient.Create(ctx, pod, client.DryRunAll)).To(Succeed())
 		g.Expect(pod.Spec.SchedulingGates).To(ContainElement(corev1.PodSchedulingGate{Name: locksv1alpha1.SchedulingGate}),
 			"the pod gate did not gate a lock-labelled pod")
@@ -213,19 +214,17 @@ func bundleStartsWith(bundle, ca []byte) bool {
 	return b != nil && c != nil && string(b.Bytes) == string(c.Bytes)
 }
 
-func probePod(ns string) *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gate-probe",
-		Labels: map[string]string{locksv1alpha1.LockLabel: "gate-probe"}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: workerImage, ImagePullPolicy: corev1.PullNever}}}}
+// probePod is a pod on this node asking for lockName.
+func probePod(ns, lockName string) *corev1.Pod {
+	p := util.Pod(ns, "gate-probe", lockName)
+	forThisNode(&p.Spec)
+	return p
 }
 
 // fenceAnswers creates (dry run) a ConfigMap fenced by a lock that does not exist: the fence
 // refuses it, and the refusal must come from the fence, not from a failure to call it.
 func fenceAnswers(ns string) error {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fence-probe",
-		Labels:      map[string]string{locksv1alpha1.FencedByLabel: "no-such-lock"},
-		Annotations: map[string]string{locksv1alpha1.TokenAnnotation: "1"}}}
-	err := k8sClient.Create(ctx, cm, client.DryRunAll)
+	err := k8sClient.Create(ctx, util.FencedConfigMap(ns, "fence-probe", "no-such-lock", 1, "0"), client.DryRunAll)
 	if err == nil {
 		return fmt.Errorf("the fence admitted a write fenced by a lock that does not exist")
 	}

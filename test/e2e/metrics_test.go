@@ -47,7 +47,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
-	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/test/util"
 )
 
@@ -68,7 +67,7 @@ var _ = Describe("The manager's metrics", Ordered, func() {
 
 	BeforeAll(func() {
 		By("a ServiceAccount bound to the metrics-reader ClusterRole, and a token for it (TokenRequest)")
-		ns := newNamespace()
+		ns := kit.NewNamespace()
 		Expect(k8sClient.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "scraper"}})).To(Succeed())
 		crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-metrics-scraper-" + ns},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: metricsReader},
@@ -146,10 +145,9 @@ var _ = Describe("The manager's metrics", Ordered, func() {
 // lockActivity makes every series of movingSeries move: two grants, a write with the superseded
 // token (denied), and a pod that waits in the queue until the lock is released.
 func lockActivity() {
-	ns := newNamespace()
-	Expect(k8sClient.Create(ctx, &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "metrics"},
-		Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: 60}})).To(Succeed())
-	l := util.NewLocker(clientset.CoordinationV1(), ns, "metrics", lock.WithIdentity("e2e-metrics"))
+	ns := kit.NewNamespace()
+	kit.NewLock(ns, "metrics", util.LeaseSeconds(60))
+	l := kit.Locker(ns, "metrics", "e2e-metrics")
 	actx, cancelA := context.WithTimeout(ctx, time.Minute)
 	defer cancelA()
 	first, err := l.Acquire(actx)
@@ -157,14 +155,9 @@ func lockActivity() {
 	Expect(first.Release(ctx)).To(Succeed())
 	second, err := l.Acquire(actx)
 	Expect(err).NotTo(HaveOccurred())
-	err = k8sClient.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stale",
-		Labels:      map[string]string{locksv1alpha1.FencedByLabel: "metrics"},
-		Annotations: map[string]string{locksv1alpha1.TokenAnnotation: first.Token().String()}}})
+	err = k8sClient.Create(ctx, util.FencedConfigMap(ns, "stale", "metrics", first.Token(), "0"))
 	Expect(answeredByFence(err)).To(BeTrue(), "a write with a superseded token: %v", err)
-	pod := probePod(ns)
-	pod.Labels[locksv1alpha1.LockLabel] = "metrics"
-	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
-	Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+	pod := kit.CreatePod(probePod(ns, "metrics"))
 	time.Sleep(time.Second) // queued
 	Expect(second.Release(ctx)).To(Succeed())
 	Eventually(func(g Gomega) {

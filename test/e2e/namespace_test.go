@@ -31,8 +31,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
-	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/test/util"
 )
 
@@ -41,19 +39,17 @@ import (
 // finalizers of controllers that know nothing about tokens.
 var _ = Describe("Deleting a namespace that holds fenced objects", func() {
 	It("always finishes", func() {
-		ns := newNamespace()
-		Expect(k8sClient.Create(ctx, &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ledger"},
-			Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: 15}})).To(Succeed())
-		l := util.NewLocker(clientset.CoordinationV1(), ns, "ledger", lock.WithIdentity("e2e-writer"))
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "ledger", util.LeaseSeconds(15))
+		l := kit.Locker(ns, "ledger", "e2e-writer")
 		ctxT, cancelT := context.WithTimeout(ctx, 30*time.Second)
 		defer cancelT()
 		first, err := l.Acquire(ctxT)
 		Expect(err).NotTo(HaveOccurred())
 		cm := func(name string, finalizers ...string) *corev1.ConfigMap {
-			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Finalizers: finalizers,
-				Labels:      map[string]string{locksv1alpha1.FencedByLabel: "ledger"},
-				Annotations: map[string]string{locksv1alpha1.TokenAnnotation: first.Token().String()}},
-				Data: map[string]string{"balance": "1"}}
+			o := util.FencedConfigMap(ns, name, "ledger", first.Token(), "1")
+			o.Finalizers = finalizers
+			return o
 		}
 		for _, o := range []*corev1.ConfigMap{cm("stale-1"), cm("stale-2"), cm("held", "example.com/cleanup")} {
 			Expect(k8sClient.Create(ctx, o)).To(Succeed())

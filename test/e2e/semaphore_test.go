@@ -38,7 +38,7 @@ var permitGrantLine = regexp.MustCompile(`\[(\d\d:\d\d:\d\d\.\d{3})\] (\S+)\s+wa
 
 var _ = Describe("A semaphore's Job on a real node", func() {
 	It("runs five pods two at a time under a semaphore of two permits, each with its own higher token", func() {
-		ns := newNamespace()
+		ns := kit.NewNamespace()
 		job := installSample(ns, "locks_v1alpha1_semaphore.yaml", "job_reindex.yaml", 15)
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
 

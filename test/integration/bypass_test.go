@@ -55,11 +55,9 @@ func ordinaryUser(ns, name string) (client.Client, *kubernetes.Clientset) {
 		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: name}}})).To(Succeed())
 	c := rest.CopyConfig(cfg)
 	c.Impersonate = rest.ImpersonationConfig{UserName: name}
-	cl, err := client.New(c, client.Options{Scheme: k8sClient.Scheme()})
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	cs, err := kubernetes.NewForConfig(c)
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
-	return cl, cs
+	return impersonating(c.Impersonate), cs
 }
 
 func mergePatch(format string, args ...any) client.Patch {
@@ -87,7 +85,7 @@ var _ = Describe("No way around the fence", func() {
 	})
 
 	It("judges a write only by the token it presents: nothing is inherited from the stored object", func() {
-		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
+		Expect(k8sClient.Create(ctx, util.FencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
 		cm := &corev1.ConfigMap{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ledger"}, cm)).To(Succeed())
 		Expect(cm.Annotations).NotTo(HaveKey(locksv1alpha1.TokenAnnotation), "a stored object carries no presentable token")
@@ -110,17 +108,17 @@ var _ = Describe("No way around the fence", func() {
 	})
 
 	It("admits a token only while the lock is held with it: released and revoked tokens are refused", func() {
-		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
+		Expect(k8sClient.Create(ctx, util.FencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
 		g, err := kit.Locker(ns, "settlement", "worker-b").Attach(ctx, b)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(g.Release(ctx)).To(Succeed())
 		deniedWith(writeCM(ns, "ledger", b.String(), "stale"), "is no longer held (released by its holder)")
-		deniedWith(k8sClient.Delete(ctx, fencedConfigMap(ns, "ledger", "settlement", b, "")), "stamp the object with the current token")
+		deniedWith(k8sClient.Delete(ctx, util.FencedConfigMap(ns, "ledger", "settlement", b, "")), "stamp the object with the current token")
 
 		kit.NewLock(ns, "short", util.LeaseSeconds(1))
 		gs, err := kit.Locker(ns, "short", "sleeper").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "short-cm", "short", gs.Token(), "1"))).To(Succeed())
+		Expect(k8sClient.Create(ctx, util.FencedConfigMap(ns, "short-cm", "short", gs.Token(), "1"))).To(Succeed())
 		Eventually(func() string {
 			return kit.GetLease(ns, "short").Annotations[locksv1alpha1.RevokedTokenAnnotation]
 		}, 10*time.Second, 50*time.Millisecond).Should(Equal(gs.Token().String()), "the controller revokes the unrenewed grant")
@@ -266,7 +264,7 @@ var _ = Describe("No way around the fence", func() {
 		}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
 		tok, err := token.Parse(foreign.Annotations[locksv1alpha1.TokenAnnotation])
 		Expect(err).NotTo(HaveOccurred())
-		deniedWith(k8sClient.Create(ctx, fencedConfigMap(ns, "cm", "foreign", tok, "1")), "not owned by the FencedLock")
+		deniedWith(k8sClient.Create(ctx, util.FencedConfigMap(ns, "cm", "foreign", tok, "1")), "not owned by the FencedLock")
 	})
 
 	It("keeps a queued pod's gate, token and lock label the manager's", func() {
@@ -311,7 +309,7 @@ var _ = Describe("No way around the fence", func() {
 	})
 
 	It("reports each denial with the token it presented, DELETE apart from UPDATE", func() {
-		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
+		Expect(k8sClient.Create(ctx, util.FencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
 		g, err := kit.Locker(ns, "settlement", "worker-b").Attach(ctx, b)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(g.Release(ctx)).To(Succeed())
@@ -320,7 +318,7 @@ var _ = Describe("No way around the fence", func() {
 		Expect(writeCM(ns, "ledger", (c.Token() + 1000).String(), "forged")).To(HaveOccurred())
 		Expect(writeCM(ns, "ledger", b.String(), "stale")).To(HaveOccurred())
 		Expect(writeCM(ns, "ledger", "1", "older")).To(HaveOccurred())
-		Expect(k8sClient.Delete(ctx, fencedConfigMap(ns, "ledger", "settlement", b, ""))).To(HaveOccurred())
+		Expect(k8sClient.Delete(ctx, util.FencedConfigMap(ns, "ledger", "settlement", b, ""))).To(HaveOccurred())
 		Eventually(func(g Gomega) {
 			var list eventsv1.EventList
 			g.Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
@@ -338,11 +336,11 @@ var _ = Describe("No way around the fence", func() {
 	})
 
 	It("never keeps a namespace from deleting, nor a finalizer from being removed", func() {
-		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "stale", "settlement", b, "1"))).To(Succeed())
-		fin := fencedConfigMap(ns, "finalized", "settlement", b, "1")
+		Expect(k8sClient.Create(ctx, util.FencedConfigMap(ns, "stale", "settlement", b, "1"))).To(Succeed())
+		fin := util.FencedConfigMap(ns, "finalized", "settlement", b, "1")
 		fin.Finalizers = []string{"example.com/cleanup"}
 		Expect(k8sClient.Create(ctx, fin)).To(Succeed())
-		gone := fencedConfigMap(ns, "orphaned", "settlement", b, "1")
+		gone := util.FencedConfigMap(ns, "orphaned", "settlement", b, "1")
 		Expect(k8sClient.Create(ctx, gone)).To(Succeed())
 
 		By("outside a terminating namespace, deletion admitted, the finalizer's removal needs no token")
@@ -359,7 +357,7 @@ var _ = Describe("No way around the fence", func() {
 		deniedWith(k8sClient.Delete(ctx, gone), "which does not exist")
 		Expect(k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 		Eventually(func() error { return k8sClient.Delete(ctx, gone) }, 10*time.Second, 50*time.Millisecond).Should(Succeed())
-		Expect(k8sClient.Delete(ctx, fencedConfigMap(ns, "stale", "settlement", b, ""))).To(Succeed())
+		Expect(k8sClient.Delete(ctx, util.FencedConfigMap(ns, "stale", "settlement", b, ""))).To(Succeed())
 	})
 })
 

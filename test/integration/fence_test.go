@@ -40,15 +40,6 @@ import (
 	"github.com/fencedlock/fencedlock/test/util"
 )
 
-func fencedConfigMap(ns, name, lockName string, tok token.Token, data string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-			Labels:      map[string]string{locksv1alpha1.FencedByLabel: lockName},
-			Annotations: map[string]string{locksv1alpha1.TokenAnnotation: tok.String()}},
-		Data: map[string]string{"balance": data},
-	}
-}
-
 // writeCM updates a ConfigMap's data and token annotation without a resourceVersion precondition:
 // a blind write, which only the fence can stop.
 func writeCM(ns, name string, tok string, data string) error {
@@ -112,7 +103,7 @@ var _ = Describe("The fence", func() {
 	})
 
 	It("refuses a stale write to a ConfigMap and keeps the current holder's data", func() {
-		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
+		Expect(k8sClient.Create(ctx, util.FencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
 		Expect(writeCM(ns, "ledger", b.String(), "120")).To(Succeed())
 
 		deniedWith(writeCM(ns, "ledger", a.String(), "0"), fmt.Sprintf(
@@ -125,7 +116,7 @@ var _ = Describe("The fence", func() {
 	})
 
 	It("refuses a stale create", func() {
-		deniedWith(k8sClient.Create(ctx, fencedConfigMap(ns, "new", "settlement", a, "1")), "stale fencing token")
+		deniedWith(k8sClient.Create(ctx, util.FencedConfigMap(ns, "new", "settlement", a, "1")), "stale fencing token")
 	})
 
 	It("fences a custom resource without any configuration for its kind", func() {
@@ -160,7 +151,7 @@ var _ = Describe("The fence", func() {
 	})
 
 	It("refuses forged tokens, malformed tokens and missing tokens", func() {
-		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
+		Expect(k8sClient.Create(ctx, util.FencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
 		deniedWith(writeCM(ns, "ledger", (b+1000).String(), "x"), "was never issued")
 		deniedWith(writeCM(ns, "ledger", " "+b.String(), "x"), "malformed fencing token")
 		deniedWith(writeCM(ns, "ledger", "-1", "x"), "malformed fencing token")
@@ -171,7 +162,7 @@ var _ = Describe("The fence", func() {
 	})
 
 	It("needs a current token to remove the fence label", func() {
-		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
+		Expect(k8sClient.Create(ctx, util.FencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
 		unfence := func(tok token.Token) error {
 			patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null},"annotations":{%q:%q}}}`,
 				locksv1alpha1.FencedByLabel, locksv1alpha1.TokenAnnotation, tok)
@@ -185,7 +176,7 @@ var _ = Describe("The fence", func() {
 
 	It("refuses a move to another lock in one write", func() {
 		kit.NewLock(ns, "other", util.LeaseSeconds(15))
-		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
+		Expect(k8sClient.Create(ctx, util.FencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
 		cm := &corev1.ConfigMap{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ledger"}, cm)).To(Succeed())
 		cm.Labels[locksv1alpha1.FencedByLabel] = "other"
@@ -193,7 +184,7 @@ var _ = Describe("The fence", func() {
 	})
 
 	It("lets only the current epoch delete", func() {
-		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "old", "settlement", b, "1"))).To(Succeed())
+		Expect(k8sClient.Create(ctx, util.FencedConfigMap(ns, "old", "settlement", b, "1"))).To(Succeed())
 		g, err := kit.Locker(ns, "settlement", "worker-b").Attach(ctx, b)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(g.Release(ctx)).To(Succeed())
@@ -201,7 +192,7 @@ var _ = Describe("The fence", func() {
 		Expect(err).NotTo(HaveOccurred())
 
 		By("worker b lost the lock: it cannot delete what it wrote")
-		deniedWith(k8sClient.Delete(ctx, fencedConfigMap(ns, "old", "settlement", b, "")), "was last written with token "+b.String())
+		deniedWith(k8sClient.Delete(ctx, util.FencedConfigMap(ns, "old", "settlement", b, "")), "was last written with token "+b.String())
 
 		By("worker c stamps the object with its token, then deletes it with a resourceVersion precondition")
 		Expect(writeCM(ns, "old", c.Token().String(), "closed")).To(Succeed())
@@ -211,13 +202,13 @@ var _ = Describe("The fence", func() {
 	})
 
 	It("refuses writes for a lock that does not exist or a label that names no lock", func() {
-		deniedWith(k8sClient.Create(ctx, fencedConfigMap(ns, "orphan", "no-such-lock", b, "1")),
+		deniedWith(k8sClient.Create(ctx, util.FencedConfigMap(ns, "orphan", "no-such-lock", b, "1")),
 			"which does not exist: create the FencedLock")
-		deniedWith(k8sClient.Create(ctx, fencedConfigMap(ns, "bad", "Not_A_Lock", b, "1")), "does not name a FencedLock")
+		deniedWith(k8sClient.Create(ctx, util.FencedConfigMap(ns, "bad", "Not_A_Lock", b, "1")), "does not name a FencedLock")
 	})
 
 	It("reads the Lease from its cache for Cached locks and live for Strict ones", func() {
-		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "settlement", b, "0"))).To(Succeed())
+		Expect(k8sClient.Create(ctx, util.FencedConfigMap(ns, "ledger", "settlement", b, "0"))).To(Succeed())
 		strictBefore := counterValue("fencedlock_fence_live_reads_total", map[string]string{"why": "strict"})
 		admittedBefore := fenceCounter("admitted", "Current")
 		for i := range 5 {
@@ -243,17 +234,10 @@ var _ = Describe("The fence", func() {
 		alice, err := kit.Locker(ns, "settlement", "alice/laptop").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 
-		as := func(user string) client.Client {
-			c := rest.CopyConfig(cfg)
-			c.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters"}}
-			cl, err := client.New(c, client.Options{Scheme: k8sClient.Scheme()})
-			Expect(err).NotTo(HaveOccurred())
-			return cl
-		}
 		Eventually(func() error {
-			return as("alice").Create(ctx, fencedConfigMap(ns, "bound", "settlement", alice.Token(), "alice's"))
+			return as("alice").Create(ctx, util.FencedConfigMap(ns, "bound", "settlement", alice.Token(), "alice's"))
 		}).Should(Succeed())
-		deniedWith(as("mallory").Create(ctx, fencedConfigMap(ns, "stolen", "settlement", alice.Token(), "x")),
+		deniedWith(as("mallory").Create(ctx, util.FencedConfigMap(ns, "stolen", "settlement", alice.Token(), "x")),
 			"a token copied to another principal cannot be used")
 
 		By("a pod holder must write with its own service-account token (pod-uid claim)")
@@ -267,20 +251,16 @@ var _ = Describe("The fence", func() {
 			g.Expect(err).NotTo(HaveOccurred())
 		}).Should(Succeed())
 		asPod := func(uid string) client.Client {
-			c := rest.CopyConfig(cfg)
-			c.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":default",
-				Groups: []string{"system:masters"}, Extra: map[string][]string{"authentication.kubernetes.io/pod-uid": {uid}}}
-			cl, err := client.New(c, client.Options{Scheme: k8sClient.Scheme()})
-			Expect(err).NotTo(HaveOccurred())
-			return cl
+			return impersonating(rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":default",
+				Groups: []string{"system:masters"}, Extra: map[string][]string{"authentication.kubernetes.io/pod-uid": {uid}}})
 		}
-		Expect(asPod(string(pod.UID)).Create(ctx, fencedConfigMap(ns, "pods", "settlement", podToken, "pod's"))).To(Succeed())
-		deniedWith(asPod("uid-other").Create(ctx, fencedConfigMap(ns, "pods2", "settlement", podToken, "x")),
+		Expect(asPod(string(pod.UID)).Create(ctx, util.FencedConfigMap(ns, "pods", "settlement", podToken, "pod's"))).To(Succeed())
+		deniedWith(asPod("uid-other").Create(ctx, util.FencedConfigMap(ns, "pods2", "settlement", podToken, "x")),
 			"requires writes by its holder pod/worker-0/")
 	})
 
 	It("fails closed while the webhook is not serving", func() {
-		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
+		Expect(k8sClient.Create(ctx, util.FencedConfigMap(ns, "ledger", "settlement", b, "100"))).To(Succeed())
 		stopManager()
 		DeferCleanup(startManager)
 		err := writeCM(ns, "ledger", b.String(), "unchecked")

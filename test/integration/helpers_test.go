@@ -20,9 +20,26 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fencedlock/fencedlock/test/util"
 )
+
+// impersonating returns a client of the API server that acts as who.
+func impersonating(who rest.ImpersonationConfig) client.Client {
+	c := rest.CopyConfig(cfg)
+	c.Impersonate = who
+	cl, err := client.New(c, client.Options{Scheme: k8sClient.Scheme()})
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return cl
+}
+
+// as returns a client that acts as user, in group system:masters: RBAC allows it everything, so
+// only a fence (its holder binding) can refuse it.
+func as(user string) client.Client {
+	return impersonating(rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters"}})
+}
 
 // buildWithKubeconfig builds the program at pkg and writes a kubeconfig for it (as user), for
 // tests that run it as a separate OS process against the real API server.

@@ -216,8 +216,8 @@ var _ = Describe("Pods asking for several locks", func() {
 		Expect(toks["a"]).To(Equal(kit.LeaseState(ns, "a").Token))
 		Expect(toks["b"]).To(Equal(kit.LeaseState(ns, "b").Token))
 
-		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger-a", "a", toks["a"], "1"))).To(Succeed())
-		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger-b", "b", toks["b"], "1"))).To(Succeed())
+		Expect(k8sClient.Create(ctx, util.FencedConfigMap(ns, "ledger-a", "a", toks["a"], "1"))).To(Succeed())
+		Expect(k8sClient.Create(ctx, util.FencedConfigMap(ns, "ledger-b", "b", toks["b"], "1"))).To(Succeed())
 		Expect(writeCM(ns, "ledger-a", toks["a"].String(), "2")).To(Succeed())
 		Expect(writeCM(ns, "ledger-b", toks["b"].String(), "2")).To(Succeed())
 		By("lock b's token on an object fenced by a is judged by a's rules")

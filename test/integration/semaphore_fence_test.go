@@ -27,7 +27,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
@@ -58,12 +57,12 @@ var _ = Describe("The fence of a semaphore", func() {
 		Expect(errors.Is(err, lock.ErrHeld)).To(BeTrue(), "a third holder finds both permits held: %v", err)
 
 		By("both write the same ConfigMap, in either order")
-		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "pool", b.Token(), "b1"))).To(Succeed())
+		Expect(k8sClient.Create(ctx, util.FencedConfigMap(ns, "ledger", "pool", b.Token(), "b1"))).To(Succeed())
 		Expect(writeWith(ns, "ledger", a.Token(), "a1")).To(Succeed(), "the lower held token after the higher one wrote")
 		Expect(writeWith(ns, "ledger", b.Token(), "b2")).To(Succeed())
 		Expect(writeWith(ns, "ledger", a.Token(), "a2")).To(Succeed())
 		Expect(balance(ns)).To(Equal("a2"))
-		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "a-notes", "pool", a.Token(), "a's"))).To(Succeed())
+		Expect(k8sClient.Create(ctx, util.FencedConfigMap(ns, "a-notes", "pool", a.Token(), "a's"))).To(Succeed())
 
 		By("a never-issued token is refused")
 		deniedWith(writeWith(ns, "ledger", b.Token()+1_000_000, "forged"),
@@ -124,7 +123,7 @@ var _ = Describe("The fence of a semaphore", func() {
 		Expect(err).NotTo(HaveOccurred())
 		other, err := kit.Locker(ns, "pool", "other").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(k8sClient.Create(ctx, fencedConfigMap(ns, "ledger", "pool", steady.Token(), "0"))).To(Succeed())
+		Expect(k8sClient.Create(ctx, util.FencedConfigMap(ns, "ledger", "pool", steady.Token(), "0"))).To(Succeed())
 
 		// Each round grants the free permit and writes at once with its token, above the token the
 		// webhook's cache last saw unless the grant's watch event arrived first. Such a write is
@@ -159,13 +158,6 @@ var _ = Describe("The fence of a semaphore", func() {
 		Expect(err).NotTo(HaveOccurred())
 		bob, err := kit.Locker(ns, "pool", "bob/laptop-1").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		as := func(user string) client.Client {
-			c := rest.CopyConfig(cfg)
-			c.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters"}}
-			cl, err := client.New(c, client.Options{Scheme: k8sClient.Scheme()})
-			Expect(err).NotTo(HaveOccurred())
-			return cl
-		}
 		write := func(user string, tok token.Token, data string) error {
 			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}},"data":{"balance":%q}}`, locksv1alpha1.TokenAnnotation, tok, data)
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ledger"}}
@@ -174,12 +166,12 @@ var _ = Describe("The fence of a semaphore", func() {
 
 		By("bob presents alice's token: refused once the fence sees holderBinding")
 		Eventually(func() error {
-			return as("bob").Create(ctx, fencedConfigMap(ns, "ledger", "pool", alice.Token(), "bob with alice's token"))
+			return as("bob").Create(ctx, util.FencedConfigMap(ns, "ledger", "pool", alice.Token(), "bob with alice's token"))
 		}).Should(MatchError(ContainSubstring(fmt.Sprintf(
 			"requires writes by the holder of the permit with token %s, alice/laptop-1", alice.Token()))))
 
 		By("each holder writes with its own token, in either order")
-		Expect(as("alice").Create(ctx, fencedConfigMap(ns, "ledger", "pool", alice.Token(), "alice"))).To(Succeed())
+		Expect(as("alice").Create(ctx, util.FencedConfigMap(ns, "ledger", "pool", alice.Token(), "alice"))).To(Succeed())
 		Expect(write("bob", bob.Token(), "bob")).To(Succeed())
 		Expect(write("alice", alice.Token(), "alice again")).To(Succeed())
 		deniedWith(write("alice", bob.Token(), "alice with bob's token"), "a token copied to another principal cannot be used")

@@ -191,6 +191,17 @@ func MultiLockPod(ns, name, locks string) *corev1.Pod {
 	return p
 }
 
+// FencedConfigMap returns a ConfigMap (not created) fenced by lockName, written with token tok,
+// that holds data under key balance.
+func FencedConfigMap(ns, name, lockName string, tok token.Token, data string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+			Labels:      map[string]string{locksv1alpha1.FencedByLabel: lockName},
+			Annotations: map[string]string{locksv1alpha1.TokenAnnotation: tok.String()}},
+		Data: map[string]string{"balance": data},
+	}
+}
+
 // CreatePod creates p and returns it.
 func (k Kit) CreatePod(p *corev1.Pod) *corev1.Pod {
 	k.g().ExpectWithOffset(1, k.Client.Create(k.Ctx, p)).To(Succeed())
