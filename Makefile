@@ -78,13 +78,14 @@ verify: controller-gen kubebuilder kustomize ## Fail if generated files (CRDs, R
 
 .PHONY: test
 test: verify helm-lint vet envtest-assets kustomize ## Run all tests: unit, envtest (real API server), and e2e (real node) when possible.
-	# The product's packages run under the race detector (concurrent reconciles, shared maps);
-	# the suites under test/ drive it from outside and run without it.
+	# Everything runs under the race detector: the product's packages (concurrent reconciles,
+	# shared maps), then the suites under test/, whose manager runs in-process beside the clients
+	# (a separate go test, so that the two envtest suites do not share the CPUs).
 	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" go test -race $$(go list ./... | grep -v /test/) -count=1 -timeout 20m
-	# The protocol's model check in full (under -race only its small configurations run): it
-	# prints the states it explored.
+	# Except the protocol's model check in full (under -race only its small configurations run,
+	# about ten times slower): it prints the states it explored.
 	go test ./pkg/lease/ -run 'TestModel$$' -count=1 -v | grep -E 'states|^(ok|FAIL|---)'
-	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" go test ./test/... -count=1 -timeout 20m
+	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" go test -race ./test/... -count=1 -timeout 20m
 	hack/e2e.sh
 
 .PHONY: test-e2e
