@@ -18,7 +18,8 @@ limitations under the License.
 // its field indexes, the webhooks and the health checks. cmd/manager runs what it builds, and the
 // tests run the same (test/util), so the two cannot drift. It lives under cmd/, the top of the
 // import chain (it imports controllers and webhook, which never import each other), where
-// test/util can still import it; nothing else should.
+// test/util can still import it, and the docs checks (test/docs, cmd/kubectl-fencedlock's test)
+// read the manager's flags and metrics from it; nothing else should.
 package setup
 
 import (
