@@ -264,6 +264,9 @@ func (c *campaign) setup(lk string) {
 		}
 		return err
 	}, time.Minute, 100*time.Millisecond).Should(Succeed())
+	// Creating the custom object may wait out the API server's 503s for a kind just Established,
+	// longer than the lock's lease on a loaded node: the grant must outlive it. Release stops it.
+	util.KeepAlive(g, 0)
 	meta := metav1.ObjectMeta{Namespace: c.ns, Labels: map[string]string{locksv1alpha1.FencedByLabel: lk},
 		Annotations: map[string]string{locksv1alpha1.TokenAnnotation: g.Token().String()}}
 	cm := &corev1.ConfigMap{ObjectMeta: *meta.DeepCopy(), Data: map[string]string{"v": "setup"}}
