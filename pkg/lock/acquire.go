@@ -55,11 +55,12 @@ func (l *Locker) TryAcquire(ctx context.Context) (*Grant, error) {
 	}
 }
 
-// Acquire blocks until the lock is granted to this Locker or ctx ends. It waits on a watch of the
-// lock's Lease, never by polling, and tries to take the lock the moment an event shows it free.
-// A missing Lease is waited for as well. On a semaphore it takes a free permit, or queues in the
-// lock's one queue until a release hands it the permit that release frees; an identity that holds
-// a permit already waits, unqueued, until that one ends.
+// Acquire blocks until the lock is granted to this Locker or ctx ends. It takes a free lock (a
+// free permit of a semaphore) nobody is queued for at once; otherwise it joins the lock's one FIFO
+// queue and waits on a watch of the lock's Lease, never by polling, until a release hands it the
+// lock in the release's own write (or, if the holder went away, the manager grants it to the
+// head). A missing Lease is waited for as well. An identity that holds a permit of a semaphore
+// already waits, unqueued, until that one ends.
 //
 // An API server that is restarting or overloaded does not end the wait: transient errors of its
 // reads, watches and writes (connection refused or reset, timeouts, 429, 5xx) are retried with a
