@@ -52,64 +52,95 @@ func TestDocsQuoteThePluginsFlags(t *testing.T) {
 
 	var problems []docs.Problem
 	for _, d := range all {
-		cli := d.Path == "docs/cli.md"
-		for _, name := range [][]string{{"kubectl", "fencedlock"}, {"kubectl-fencedlock"}} {
-			for _, inv := range d.Invocations(name...) {
-				problems = append(problems, checkInvocation(d, inv, plugin)...)
+		problems = append(problems, checkInvocations(d, plugin)...)
+		problems = append(problems, checkBareFlags(d, plugin, manager)...)
+		problems = append(problems, checkDefaults(d, plugin, manager)...)
+	}
+	cli := all[slices.IndexFunc(all, func(d *docs.Doc) bool { return d.Path == "docs/cli.md" })]
+	problems = append(problems, undocumentedFlags(cli, plugin)...)
+	for _, p := range problems {
+		t.Error(p.String())
+	}
+}
+
+// checkInvocations checks the plugin's invocations that d quotes against its commands' flags.
+func checkInvocations(d *docs.Doc, plugin *cobra.Command) []docs.Problem {
+	var problems []docs.Problem
+	cli := d.Path == "docs/cli.md"
+	for _, name := range [][]string{{"kubectl", "fencedlock"}, {"kubectl-fencedlock"}} {
+		for _, inv := range d.Invocations(name...) {
+			problems = append(problems, checkInvocation(d, inv, plugin)...)
+		}
+	}
+	if cli { // cli.md quotes subcommands without the plugin's name: `acquire --hold`
+		for _, s := range d.Spans {
+			words := docs.Words(s.Text)
+			if len(words) > 1 && subcommand(plugin, words[0]) != nil {
+				problems = append(problems, checkInvocation(d, docs.Invocation{Line: s.Line, Quote: s.Text, Args: words}, plugin)...)
 			}
 		}
-		if cli { // cli.md quotes subcommands without the plugin's name: `acquire --hold`
-			for _, s := range d.Spans {
-				words := docs.Words(s.Text)
-				if len(words) > 1 && subcommand(plugin, words[0]) != nil {
-					problems = append(problems, checkInvocation(d, docs.Invocation{Line: s.Line, Quote: s.Text, Args: words}, plugin)...)
-				}
-			}
+	}
+	return problems
+}
+
+// checkBareFlags checks that every flag d quotes alone is the plugin's or the manager's.
+func checkBareFlags(d *docs.Doc, plugin *cobra.Command, manager *flag.FlagSet) []docs.Problem {
+	var problems []docs.Problem
+	cli := d.Path == "docs/cli.md"
+	for _, q := range d.BareFlags() {
+		name, isLong := strings.CutPrefix(q.Name, "--")
+		switch {
+		case q.Tool != "":
+			continue // another program's
+		case d.Path == "docs/operations.md" || (!cli && isLong && manager.Lookup(name) != nil):
+			continue // the manager's (test/docs)
+		case len(pluginFlags(plugin, q.Name)) > 0:
+		case cli:
+			problems = append(problems, docs.Problem{Doc: d.Path, Line: q.Line, Quote: q.Quote,
+				Code: fmt.Sprintf("no command of the plugin has %s (another program's flag is quoted after its name, as etcdutl's `--bump-revision`, or with its command)", q.Name)})
+		default:
+			problems = append(problems, docs.Problem{Doc: d.Path, Line: q.Line, Quote: q.Quote,
+				Code: fmt.Sprintf("neither the plugin nor the manager has %s (another program's flag is quoted after its name, as etcdutl's `--bump-revision`, or with its command)", q.Name)})
 		}
-		for _, q := range d.BareFlags() {
-			name, isLong := strings.CutPrefix(q.Name, "--")
-			switch {
-			case q.Tool != "":
-				continue // another program's
-			case d.Path == "docs/operations.md" || (!cli && isLong && manager.Lookup(name) != nil):
+	}
+	return problems
+}
+
+// checkDefaults checks the plugin's defaults that d quotes.
+func checkDefaults(d *docs.Doc, plugin *cobra.Command, manager *flag.FlagSet) []docs.Problem {
+	var problems []docs.Problem
+	cli := d.Path == "docs/cli.md"
+	for _, q := range d.Defaults() {
+		for i, name := range q.Flags {
+			if !cli && manager.Lookup(name) != nil {
 				continue // the manager's (test/docs)
-			case len(pluginFlags(plugin, q.Name)) > 0:
-			case cli:
-				problems = append(problems, docs.Problem{Doc: d.Path, Line: q.Line, Quote: q.Quote,
-					Code: fmt.Sprintf("no command of the plugin has %s (another program's flag is quoted after its name, as etcdutl's `--bump-revision`, or with its command)", q.Name)})
-			default:
-				problems = append(problems, docs.Problem{Doc: d.Path, Line: q.Line, Quote: q.Quote,
-					Code: fmt.Sprintf("neither the plugin nor the manager has %s (another program's flag is quoted after its name, as etcdutl's `--bump-revision`, or with its command)", q.Name)})
 			}
-		}
-		for _, q := range d.Defaults() {
-			for i, name := range q.Flags {
-				if !cli && manager.Lookup(name) != nil {
-					continue // the manager's (test/docs)
-				}
-				v := q.Values[0]
-				switch {
-				case len(q.Values) == len(q.Flags):
-					v = q.Values[i]
-				case len(q.Flags) > 1:
-					continue
-				}
-				for _, f := range pluginFlags(plugin, "--"+name) {
-					if equal, ok := docs.SameDefault(f.Value.Type(), f.DefValue, v); ok && !equal {
-						problems = append(problems, docs.Problem{Doc: d.Path, Line: q.Line, Quote: q.Quote,
-							Code: fmt.Sprintf("the plugin's --%s defaults to %q", name, f.DefValue)})
-						break
-					}
+			v := q.Values[0]
+			switch {
+			case len(q.Values) == len(q.Flags):
+				v = q.Values[i]
+			case len(q.Flags) > 1:
+				continue
+			}
+			for _, f := range pluginFlags(plugin, "--"+name) {
+				if equal, ok := docs.SameDefault(f.Value.Type(), f.DefValue, v); ok && !equal {
+					problems = append(problems, docs.Problem{Doc: d.Path, Line: q.Line, Quote: q.Quote,
+						Code: fmt.Sprintf("the plugin's --%s defaults to %q", name, f.DefValue)})
+					break
 				}
 			}
 		}
 	}
+	return problems
+}
 
+// undocumentedFlags returns a problem for every flag of a plugin command that cli does not name.
+func undocumentedFlags(cli *docs.Doc, plugin *cobra.Command) []docs.Problem {
+	var problems []docs.Problem
 	// kubectl's usual flags (--kubeconfig, -n, --context, ...) are cli-runtime's; cli.md points at
 	// them as such. Every other flag of a plugin command is the plugin's, and cli.md names it.
 	usual := pflag.NewFlagSet("kubectl", pflag.ContinueOnError)
 	genericclioptions.NewConfigFlags(true).AddFlags(usual)
-	cli := all[slices.IndexFunc(all, func(d *docs.Doc) bool { return d.Path == "docs/cli.md" })]
 	named := func(f *pflag.Flag) bool {
 		for _, s := range cli.Spans {
 			for _, w := range docs.Words(s.Text) {
@@ -136,9 +167,7 @@ func TestDocsQuoteThePluginsFlags(t *testing.T) {
 			}
 		})
 	})
-	for _, p := range problems {
-		t.Error(p.String())
-	}
+	return problems
 }
 
 // checkInvocation follows a quoted command line down the plugin's commands and checks each flag

@@ -156,7 +156,8 @@ func TestBench(t *testing.T) {
 		"drain":      b.drain,
 		"semaphore":  b.semaphore,
 	}
-	order := []string{sections[0].name}
+	order := make([]string, 1, len(sections))
+	order[0] = sections[0].name
 	for _, sec := range sections[1:] {
 		order = append(order, sec.name)
 		if len(only) == 0 || only[sec.name] {

@@ -272,7 +272,7 @@ func topLevel(root string) (dirs, files map[string]bool, err error) {
 	dirs, files = map[string]bool{}, map[string]bool{}
 	out, gitErr := exec.Command("git", "-C", root, "ls-files").Output()
 	if gitErr == nil {
-		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
 			if first, _, nested := strings.Cut(line, "/"); nested {
 				dirs[first] = true
 			} else if line != "" {

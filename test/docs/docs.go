@@ -630,8 +630,9 @@ func (d *Doc) Defaults() []DefaultQuote {
 func values(s string) []string {
 	s = strings.TrimSpace(strings.ReplaceAll(s, "`", ""))
 	s = strings.TrimPrefix(s, "default ")
-	var out []string
-	for _, v := range valueSep.Split(s, -1) {
+	parts := valueSep.Split(s, -1)
+	out := make([]string, 0, len(parts))
+	for _, v := range parts {
 		out = append(out, strings.TrimSpace(strings.TrimPrefix(v, "default ")))
 	}
 	return out

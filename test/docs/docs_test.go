@@ -129,7 +129,7 @@ func registered(t *testing.T) map[string]metric {
 		}
 		var labels []string
 		if l := descLabels.FindStringSubmatch(s); l != nil && l[1] != "" {
-			for _, name := range strings.Split(l[1], ",") {
+			for name := range strings.SplitSeq(l[1], ",") {
 				labels = append(labels, strings.TrimSuffix(strings.TrimPrefix(name, "c("), ")"))
 			}
 		}
@@ -186,7 +186,7 @@ func TestMetricsQuotedAreRegistered(t *testing.T) {
 			if m.Groups[2] == "" {
 				continue
 			}
-			for _, sel := range strings.Split(strings.Trim(m.Groups[2], "{}"), ",") {
+			for sel := range strings.SplitSeq(strings.Trim(m.Groups[2], "{}"), ",") {
 				l := labelName.FindStringSubmatch(sel)
 				if l == nil || l[1] == "le" && strings.HasSuffix(m.Groups[1], "_bucket") {
 					continue
@@ -497,7 +497,7 @@ func TestPathsQuotedExist(t *testing.T) {
 				continue
 			}
 			first, _, nested := strings.Cut(p, "/")
-			if !(nested && dirs[first]) && !files[p] {
+			if (!nested || !dirs[first]) && !files[p] {
 				continue
 			}
 			if !exists(root, p) && !built(root, p) {

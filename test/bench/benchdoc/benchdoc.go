@@ -181,9 +181,15 @@ type layout struct {
 	history block
 }
 
+// The kinds of marked block parseLayout can be inside of.
+const (
+	blockMode    = "mode"
+	blockHistory = "history"
+)
+
 func parseLayout(lines []string) (layout, error) {
 	l := layout{modes: map[Mode]block{}, history: block{-1, -1}}
-	open, openLine := "", 0 // the block being read: "mode=<m>" or "history"
+	open, openLine := "", 0 // the block being read: blockMode or blockHistory
 	var openMode Mode
 	for i, raw := range lines {
 		line := strings.TrimSpace(raw)
@@ -202,10 +208,10 @@ func parseLayout(lines []string) (layout, error) {
 			if b, dup := l.modes[mode]; dup {
 				return l, fmt.Errorf("line %d: a second block for mode %s (the first opens at line %d)", i+1, mode, b.begin+1)
 			}
-			open, openLine, openMode = "mode", i+1, mode
+			open, openLine, openMode = blockMode, i+1, mode
 			l.modes[mode] = block{i, -1}
 		case line == endMarker:
-			if open != "mode" {
+			if open != blockMode {
 				return l, fmt.Errorf("line %d: %s without a bench:begin before it", i+1, endMarker)
 			}
 			l.modes[openMode] = block{l.modes[openMode].begin, i}
@@ -217,15 +223,15 @@ func parseLayout(lines []string) (layout, error) {
 			if l.history.begin >= 0 {
 				return l, fmt.Errorf("line %d: a second %s (the first is at line %d)", i+1, historyMarker, l.history.begin+1)
 			}
-			open, openLine = "history", i+1
+			open, openLine = blockHistory, i+1
 			l.history.begin = i
 		case line == historyEndMarker:
-			if open != "history" {
+			if open != blockHistory {
 				return l, fmt.Errorf("line %d: %s without %s before it", i+1, historyEndMarker, historyMarker)
 			}
 			l.history.end = i
 			open = ""
-		case open == "mode" && (sectionRe.MatchString(line) || line == notice):
+		case open == blockMode && (sectionRe.MatchString(line) || line == notice):
 		default:
 			return l, fmt.Errorf("line %d: unknown or misplaced benchmark marker %q", i+1, raw)
 		}
@@ -240,7 +246,7 @@ func parseLayout(lines []string) (layout, error) {
 }
 
 func closing(open string) string {
-	if open == "history" {
+	if open == blockHistory {
 		return historyEndMarker
 	}
 	return endMarker

@@ -92,10 +92,12 @@ func between(t *testing.T, doc, start, end string) string {
 }
 
 func modeBlock(t *testing.T, doc string, m Mode) string {
+	t.Helper()
 	return between(t, doc, "<!-- bench:begin mode="+string(m)+" -->", endMarker)
 }
 
 func historyLines(t *testing.T, doc string) []string {
+	t.Helper()
 	var out []string
 	for line := range strings.SplitSeq(between(t, doc, historyMarker, historyEndMarker), "\n") {
 		if line != "" {
@@ -125,7 +127,7 @@ func TestDocWriterReplacesOneModeAndKeepsTheOther(t *testing.T) {
 	for _, want := range []string{"| handover latency | p50 C | handover-ratio-C | <= 2x | met |",
 		`| handover detail \| with a pipe | v-C |  |  |  |`, "### Handover (run of 2026-12-04 10:02 UTC)",
 		"Test CPU, 2 cores, 24.0 GiB, load 0.10 0.20 0.30 at the start; go1.26; Linux 6.1", "raw Lease CAS p50 C",
-		Mode(NoFsync).Title()} {
+		NoFsync.Title()} {
 		if !strings.Contains(nofsync, want) {
 			t.Errorf("the nofsync block lacks %q:\n%s", want, nofsync)
 		}
@@ -196,7 +198,7 @@ func TestDocWriterHistoryGrowsByOneLineAndIsCapped(t *testing.T) {
 		// The new line is the run just displaced, first; the others follow unchanged, the oldest
 		// dropped once the cap is reached.
 		prev := fmt.Sprintf("handover-ratio-r%d (met)", i-1)
-		if !strings.Contains(h[0], prev) || !strings.Contains(h[0], Mode(Fsync).Title()) {
+		if !strings.Contains(h[0], prev) || !strings.Contains(h[0], Fsync.Title()) {
 			t.Fatalf("after run %d the first history line is %q, want run %d's", i, h[0], i-1)
 		}
 		if kept := h[1:]; strings.Join(kept, "\n") != strings.Join(before[:len(kept)], "\n") {
