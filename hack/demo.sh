@@ -14,15 +14,18 @@ LEASE=3
 
 ts() { date +%H:%M:%S.%3N; }
 # A cold module cache prints hundreds of "go: downloading" lines; they say nothing to a newcomer.
-quiet_go() { "$@" 2> >(grep -v '^go: downloading' >&2); }
+quiet_go() { "$@" 2> >(grep --line-buffered -v '^go: downloading' >&2); }
 say() { printf '\n\033[1m[%s] %s\033[0m\n' "$(ts)" "$*"; }
 note() { printf '[%s] %s\n' "$(ts)" "$*"; }
 
 say "fencedlock demo: a lock holder paused past its lease must not overwrite newer data"
 note "building what is missing (the first run builds kube-apiserver and etcd from the Go module proxy: several minutes, once)"
+# fencedlock's own binaries build beside Kubernetes': the long build leaves a core idle while it
+# resolves modules and links.
+quiet_go go build -o bin/ ./cmd/ledger-worker ./cmd/kubectl-fencedlock ./cmd/manager &
+OWN=$!
 BIN=$(quiet_go hack/k8s-binaries.sh etcd kube-apiserver kubectl)
-quiet_go go build -o bin/ledger-worker ./cmd/ledger-worker
-quiet_go go build -o bin/kubectl-fencedlock ./cmd/kubectl-fencedlock
+wait $OWN
 export PATH=$BIN:$ROOT/bin:$PATH
 
 eval "$(hack/cluster-up.sh)"
