@@ -20,45 +20,14 @@ package bench
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"strings"
 	"sync/atomic"
-	"syscall"
-	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 )
-
-// renewFloor measures sequential renewals of a fencedlock Lease through the Go client: one CAS
-// each, on a real (labelled, owned, watched) Lease rather than a bare one.
-func (b *bench) renewFloor() stats {
-	b.ensureLocks([]string{"renew-floor"})
-	g, err := b.kit.Locker(b.ns, "renew-floor", "renewer").Acquire(b.ctx)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	n := envInt("BENCH_RAW_N", 500)
-	if os.Getenv("BENCH_PAUSE_MANAGER") != "" {
-		_ = b.mgr.cmd.Process.Signal(syscall.SIGSTOP)
-		defer func() { _ = b.mgr.cmd.Process.Signal(syscall.SIGCONT) }()
-	}
-	d := make([]time.Duration, 0, n)
-	for range n {
-		t0 := time.Now()
-		if err := g.Renew(b.ctx); err != nil {
-			b.t.Fatal(err)
-		}
-		d = append(d, time.Since(t0))
-	}
-	s := summarize(d)
-	b.rep.add("fencedlock Lease renewal via the Go client (sequential CAS)", fmt.Sprintf("p50 %s, p99 %s", ms(s.p50), ms(s.p99)),
-		fmt.Sprintf("%.0f updates/s", 1/s.avg.Seconds()), "", nil)
-	return s
-}
 
 // conflictCounter wraps a Leases client and counts the updates refused as conflicts, apart for
 // lock Leases and queue Leases (BENCH_DIAG_CONFLICTS=1 prints them per cycles run).

@@ -216,9 +216,14 @@ var _ = Describe("No way around the fence", func() {
 				func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = new(int32(3600)) }},
 			{"removing the managed-by label", "set by the fencedlock manager",
 				func(l *coordinationv1.Lease) { delete(l.Labels, locksv1alpha1.ManagedByLabel) }},
+			{"removing the owner", "set by the fencedlock manager",
+				func(l *coordinationv1.Lease) { l.OwnerReferences = nil }},
 		} {
-			By(tc.what)
+			// Each change rides on a renewal: the policy skips plain renewals (its matchConditions),
+			// and a renewal that carries anything else must still be judged in full.
+			By(tc.what + ", in a renewal")
 			next := held.DeepCopy()
+			next.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
 			tc.mutate(next)
 			policyDenied(mallory.Update(ctx, next), "fencedlock-lease-protocol", tc.want)
 		}
