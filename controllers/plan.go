@@ -44,7 +44,7 @@ type plan struct {
 	why    string       // human reason for ending
 	holder *corev1.Pod  // the holder pod, if the holder is a pod that still exists
 	// settle: the lock is not ended but lease.Settle changes it (serves the queue on a free lock,
-	// sets or clears the waiting mark).
+	// sets the waiting mark on a held lock, clears it on a free one).
 	settle bool
 	// headPod is the live head of the queue when it is a pod: the write that serves the queue
 	// grants it. headUngates: it holds all its other locks (or asks for this one alone), so it
@@ -146,7 +146,7 @@ func planLock(st lease.State, grants []planInput, room planInput) plan {
 	if !st.Full() {
 		p = computePlan(room)
 	} else {
-		p.settle = room.settles // a full lock keeps its waiting mark true (or clears it)
+		p.settle = room.settles // a full lock gets its waiting mark set when a waiter lacks it
 	}
 	for _, g := range plans {
 		p.deadline = earliest(p.deadline, g.deadline)

@@ -232,7 +232,10 @@ func end(l *coordinationv1.Lease, holder string, tok token.Token, q *Queue, by A
 // Settle is the manager's write on a lock nobody else will serve: on a lock with room (a free
 // lock; a semaphore with a permit free, after a release or spec.permits raised), grant the
 // queue's live head (or keep serving the pod it is kept for) and drop a reservation whose pod
-// is no longer queued; on any lock, drop the waiting mark when the queue is empty. One write
+// is no longer queued, or drop the waiting mark when the queue is empty; on a full lock, set the
+// mark when a waiter is queued and the Lease does not say so. A full lock's mark over an empty
+// queue stays: the release that reads the queue empty drops it in its own write, where the
+// manager's write would cost one more and could collide with that release. One write
 // grants at most one permit, so every grant has its own token: the manager settles again after
 // each write while there is room and a waiter. q is the queue as the manager judged it (Judge).
 // It reports whether l changed.
@@ -247,9 +250,7 @@ func Settle(l *coordinationv1.Lease, q Queue, now time.Time) (Handover, bool, er
 	case !s.Initialized():
 		return Handover{}, false, ErrNotInitialized
 	case s.Full():
-		if _, ok := q.Head(s.Served); !ok && s.Waiting {
-			delete(l.Annotations, locksv1alpha1.WaitingAnnotation)
-		} else if ok && !s.Waiting {
+		if _, ok := q.Head(s.Served); ok && !s.Waiting {
 			setAnnotation(l, locksv1alpha1.WaitingAnnotation, "true")
 		}
 	default:
@@ -263,9 +264,12 @@ func Settle(l *coordinationv1.Lease, q Queue, now time.Time) (Handover, bool, er
 // serve is the end of every write that leaves room on the lock (a release, a revocation, a
 // settlement): the free permit goes to the live head of q (Queue.Head) in the same write. A
 // client cannot grant a pod, so a pod head is served by keeping the permit free for it
-// (Reserved) until the manager grants it. The waiting mark is left set exactly when waiters
-// remain after the one served, and cleared when the queue read was empty; a waiter that joined
-// after q was read sets it again when it sees it cleared. A semaphore whose spec.permits was
+// (Reserved) until the manager grants it. The waiting mark is cleared when the queue read was
+// empty and left set when a waiter was served, even the last: under contention the holder just
+// served over usually queues again at once, and its mark write would collide with the release of
+// the waiter it served (measured: 1.3 conflicts per grant at 4 clients, 0.5 with the mark kept).
+// The next release reads the queue, and clears the mark if it is empty. A waiter that joined after
+// q was read sets the mark again when it sees it cleared. A semaphore whose spec.permits was
 // lowered below the permits still held has no room: nobody is served until enough are released.
 func serve(l *coordinationv1.Lease, s State, q *Queue, by Actor, now time.Time) (Handover, error) {
 	delete(l.Annotations, locksv1alpha1.ReservedAnnotation)
@@ -298,9 +302,6 @@ func serve(l *coordinationv1.Lease, s State, q *Queue, by Actor, now time.Time) 
 		return Handover{}, err
 	}
 	setAnnotation(l, locksv1alpha1.TicketAnnotation, head.Ticket.String())
-	if len(waiting) == 1 {
-		delete(l.Annotations, locksv1alpha1.WaitingAnnotation)
-	}
 	return Handover{To: &head, Token: p.Token, Permit: p.Number}, nil
 }
 

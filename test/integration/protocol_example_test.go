@@ -147,8 +147,9 @@ var _ = Describe("The worked example's functions on contended locks", func() {
 		Expect(g.Token()).To(BeNumerically(">", shellTok))
 		st := kit.LeaseState(ns, "ledger")
 		Expect(st.Holder).To(Equal("go-waiter"))
-		Expect(st.Waiting).To(BeFalse(), "nobody else waits: the release cleared the mark")
+		Expect(st.Waiting).To(BeTrue(), "a handover keeps the waiting mark, even to the last waiter")
 		Expect(g.Release(ctx)).To(Succeed())
+		Expect(kit.LeaseState(ns, "ledger").Waiting).To(BeFalse(), "the next release read the queue empty and cleared the mark")
 	})
 
 	It("keeps the lock for a queued pod, refuses its own grant on the reserved lock, and the manager grants the pod", func() {
