@@ -507,7 +507,7 @@ func (b *bench) cycles() {
 	for _, n := range []int{1, 4, 16, 64} {
 		r := run(1, n)
 		ok := new(r.rate >= 0.8*bound)
-		okW := r.writes <= 2
+		okW := r.writes <= 2.1 // issue #19's goal: the grant and the release, and a conflict now and then
 		fifo := r.skip == 0
 		b.rep.add(fmt.Sprintf("grant cycles/s, one lock, %d clients (queued)", n), fmt.Sprintf("%.0f cycles/s", r.rate),
 			fmt.Sprintf("%.0f%% of CAS/s / 2", 100*r.rate/bound), ">= 80%", ok)
@@ -516,7 +516,7 @@ func (b *bench) cycles() {
 		}
 		b.rep.add(fmt.Sprintf("API requests per grant, %d clients (queued)", n),
 			fmt.Sprintf("%.2f Lease writes (%.2f of them conflicts), %.2f Lease reads, %.2f requests in all",
-				r.writes, r.conflicts, r.reads, r.all), "", "<= 2 writes", &okW)
+				r.writes, r.conflicts, r.reads, r.all), "", "<= 2.1 writes", &okW)
 		if n > 1 {
 			b.rep.add(fmt.Sprintf("FIFO, %d clients: grants in ticket order", n),
 				fmt.Sprintf("%d of %d grants from the queue, %d tickets skipped, %d taken outside the queue (lock found free)",
@@ -683,13 +683,14 @@ func (b *bench) fenceCost(floor stats) {
 	during := diff(before, b.mgr.requests(b.t))
 	strict := measure(target{cm("strict", fencedBy("strict")), gs.Token()})[0]
 	ok := float64(fenced.p50) <= 1.3*float64(plain.p50)
+	okStrict := float64(strict.p50) <= 1.6*float64(plain.p50)
 	b.rep.add("unfenced ConfigMap update", fmt.Sprintf("p50 %s, p99 %s", ms(plain.p50), ms(plain.p99)),
 		fmt.Sprintf("%.2fx CAS p50", float64(plain.p50)/float64(floor.p50)), "", nil)
 	b.rep.add("fenced ConfigMap update (Cached)", fmt.Sprintf("p50 %s, p99 %s", ms(fenced.p50), ms(fenced.p99)),
 		fmt.Sprintf("%.2fx unfenced p50", float64(fenced.p50)/float64(plain.p50)), "<= 1.3x unfenced", &ok)
 	b.rep.headline("fenced write (Cached)")
 	b.rep.add("fenced ConfigMap update (Strict: live Lease read)", fmt.Sprintf("p50 %s, p99 %s", ms(strict.p50), ms(strict.p99)),
-		fmt.Sprintf("%.2fx unfenced p50", float64(strict.p50)/float64(plain.p50)), "", nil)
+		fmt.Sprintf("%.2fx unfenced p50", float64(strict.p50)/float64(plain.p50)), "<= 1.6x unfenced", &okStrict)
 	b.rep.add("token-record policy alone (no webhook: a copy bound to another label)",
 		fmt.Sprintf("p50 %s, p99 %s", ms(policy.p50), ms(policy.p99)),
 		fmt.Sprintf("%.2fx unfenced p50", float64(policy.p50)/float64(plain.p50)), "", nil)
@@ -805,12 +806,12 @@ func (b *bench) podHandover(floor stats) {
 	time.Sleep(time.Second) // let the last release and status land
 	req, mgr1, api1 := diff(before, b.mgr.requests(b.t)), b.mgr.metricsText(b.t), b.apiMetrics()
 	s := summarize(d)
-	ok := float64(s.p50) <= 5*float64(floor.p50)
+	ok := float64(s.p50) <= 3*float64(floor.p50)
 	b.rep.add("where a pod handover's time goes: queue wait / reconcile (means)",
 		fmt.Sprintf("%s / %s", ms(histogramDelta(mgr0, mgr1, "workqueue_queue_duration_seconds", `name="fencedlock"`)),
 			ms(histogramDelta(mgr0, mgr1, "controller_runtime_reconcile_time_seconds", `controller="fencedlock"`))), "", "", nil)
 	b.rep.add("pod handover: holder Succeeded -> next pod ungated with token", fmt.Sprintf("p50 %s, p99 %s", ms(s.p50), ms(s.p99)),
-		fmt.Sprintf("%.2fx CAS p50", float64(s.p50)/float64(floor.p50)), "p50 <= 5x CAS", &ok)
+		fmt.Sprintf("%.2fx CAS p50", float64(s.p50)/float64(floor.p50)), "p50 <= 3x CAS", &ok)
 	b.rep.headline("pod handover")
 	// Writes by resource, from the API server's own request counters (the bench's writes are the
 	// pods' status updates, which are not counted here).
