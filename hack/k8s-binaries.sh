@@ -117,7 +117,7 @@ build() {
 }
 
 if [ ${#missing[@]} -gt 0 ]; then
-  log "building ${missing[*]} from the Go module proxy (Kubernetes $K8S_VERSION, etcd $ETCD_VERSION; kube-apiserver, kubectl and etcd take about 14 minutes on 2 cores, once)"
+  log "building ${missing[*]} from the Go module proxy (Kubernetes $K8S_VERSION, etcd $ETCD_VERSION; once: on 2 cores kube-apiserver, kubectl and etcd took about 14 minutes, the node's parts after them 3 to 11 more)"
   ( build ) || { log "build failed"; exit 1; }
 fi
 for c in "${components[@]}"; do [ -x "$BIN/$c" ] || { echo "missing $BIN/$c after build" >&2; exit 1; }; done
