@@ -30,7 +30,7 @@ export PATH=$BIN:$ROOT/bin:$PATH
 
 eval "$(hack/cluster-up.sh)"
 note "control plane up: kube-apiserver on https://127.0.0.1:$API_PORT"
-quiet_go hack/local-manager.sh start
+SKIP_BUILD=1 quiet_go hack/local-manager.sh start # bin/manager was built above
 note "fencedlock manager running: controller + fence webhook (log: $MANAGER_DIR/manager.log)"
 
 kubectl create namespace $NS --dry-run=client -o yaml | kubectl apply -f - >/dev/null
