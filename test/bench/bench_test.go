@@ -281,8 +281,10 @@ func (b *bench) handover(floor stats) {
 	b.kit.NewLock(b.ns, "handover", util.LeaseSeconds(15))
 	lockers := [2]*lock.Locker{}
 	waiting := make(chan struct{}, 1)
+	cc := [2]*conflictCounter{}
 	for i := range lockers {
-		lockers[i] = b.newLocker(b.cs.CoordinationV1(), "handover", lock.WithIdentity(fmt.Sprintf("h%d", i)),
+		cc[i] = &conflictCounter{LeasesGetter: b.cs.CoordinationV1()}
+		lockers[i] = b.newLocker(cc[i], "handover", lock.WithIdentity(fmt.Sprintf("h%d", i)),
 			lock.WithWaitCallback(func(lock.Status) {
 				select {
 				case waiting <- struct{}{}:
@@ -303,8 +305,10 @@ func (b *bench) handover(floor stats) {
 	// serves the queue), so the waiter has the lock as soon as its watch delivers that write; timed
 	// from the end of the write there is nothing left to measure but the watch's delivery.
 	d := make([]time.Duration, 0, n)
+	var gets, updates, conflicts int64 // the releases' requests
 	for i := range n {
 		w := lockers[(i+1)%2]
+		h := cc[i%2]
 		got := make(chan *lock.Grant, 1)
 		go func() {
 			ng, err := w.Acquire(b.ctx)
@@ -315,10 +319,12 @@ func (b *bench) handover(floor stats) {
 		}()
 		<-waiting
 		time.Sleep(2 * time.Millisecond) // the waiter is on its watch now
+		g0, u0, c0 := h.gets.Load(), h.updates.Load(), h.lock.Load()+h.queue.Load()
 		t0 := time.Now()
 		if err := g.Release(b.ctx); err != nil {
 			b.t.Fatal(err)
 		}
+		gets, updates, conflicts = gets+h.gets.Load()-g0, updates+h.updates.Load()-u0, conflicts+h.lock.Load()+h.queue.Load()-c0
 		g = <-got
 		d = append(d, time.Since(t0))
 	}
@@ -328,6 +334,8 @@ func (b *bench) handover(floor stats) {
 	b.rep.add("handover: Release called -> waiter granted (the release write is the grant)", fmt.Sprintf("p50 %s, p99 %s", ms(s.p50), ms(s.p99)),
 		fmt.Sprintf("%.2fx CAS p50", float64(s.p50)/float64(floor.p50)), "p50 <= 1.5x CAS", &ok)
 	b.rep.headline("handover")
+	b.rep.add("handover: the release's requests (means)", fmt.Sprintf("%.2f reads, %.2f updates", float64(gets)/float64(n),
+		float64(updates)/float64(n)), fmt.Sprintf("%.2f conflicts", float64(conflicts)/float64(n)), "", nil)
 
 	// client-go's handover is timed the same way: from the leader's cancel, which starts its
 	// release write (ReleaseOnCancel), to the other candidate leading.

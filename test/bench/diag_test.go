@@ -33,7 +33,8 @@ import (
 // lock Leases and queue Leases (BENCH_DIAG_CONFLICTS=1 prints them per cycles run).
 type conflictCounter struct {
 	coordinationv1client.LeasesGetter
-	lock, queue atomic.Int64
+	lock, queue   atomic.Int64 // updates refused as conflicts
+	gets, updates atomic.Int64 // every read and every update sent
 }
 
 func (c *conflictCounter) Leases(ns string) coordinationv1client.LeaseInterface {
@@ -46,6 +47,7 @@ type countingLeases struct {
 }
 
 func (l countingLeases) Update(ctx context.Context, le *coordinationv1.Lease, o metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	l.c.updates.Add(1)
 	out, err := l.LeaseInterface.Update(ctx, le, o)
 	if apierrors.IsConflict(err) {
 		if strings.HasPrefix(le.Name, "fencedlock-queue-") {
@@ -55,4 +57,9 @@ func (l countingLeases) Update(ctx context.Context, le *coordinationv1.Lease, o 
 		}
 	}
 	return out, err
+}
+
+func (l countingLeases) Get(ctx context.Context, name string, o metav1.GetOptions) (*coordinationv1.Lease, error) {
+	l.c.gets.Add(1)
+	return l.LeaseInterface.Get(ctx, name, o)
 }

@@ -151,6 +151,10 @@ func startManager(t *testing.T, env *envtest.Environment, cfg *rest.Config) *man
 		"--webhook-cert-path", wio.LocalServingCertDir,
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort), "--metrics-secure=false",
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", probePort))
+	// Diagnosis: BENCH_MANAGER_ARGS adds flags (e.g. --pprof-bind-address=127.0.0.1:8082),
+	// BENCH_MANAGER_ENV variables (e.g. GOGC=100) to the manager's command.
+	m.cmd.Args = append(m.cmd.Args, strings.Fields(os.Getenv("BENCH_MANAGER_ARGS"))...)
+	m.cmd.Env = append(os.Environ(), strings.Fields(os.Getenv("BENCH_MANAGER_ENV"))...)
 	logf, err := os.Create(filepath.Join(os.TempDir(), "fencedlock-bench-manager.log"))
 	if err != nil {
 		t.Fatal(err)

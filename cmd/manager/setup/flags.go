@@ -31,7 +31,7 @@ import (
 // Flags are the manager's command-line settings. They are bound here rather than in main so that
 // the docs check (test/docs) reads the flag set the manager really parses, defaults included.
 type Flags struct {
-	MetricsAddr, ProbeAddr                           string
+	MetricsAddr, ProbeAddr, PprofAddr                string
 	SecureMetrics, EnableHTTP2                       bool
 	MetricsCertPath, MetricsCertName, MetricsCertKey string
 	WebhookCertPath, WebhookCertName, WebhookCertKey string
@@ -65,6 +65,8 @@ func BindFlags(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.MetricsAddr, "metrics-bind-address", "0", "The address the metrics endpoint binds to. "+
 		"Use :8443 for HTTPS or :8080 for HTTP, or leave as 0 to disable the metrics service.")
 	fs.StringVar(&f.ProbeAddr, "health-probe-bind-address", ":8081", "The address the probe endpoint binds to.")
+	fs.StringVar(&f.PprofAddr, "pprof-bind-address", "", "The address Go's pprof endpoints bind to, "+
+		"e.g. 127.0.0.1:8082 (empty: none). They are unauthenticated: bind them to loopback.")
 	fs.BoolVar(&f.LeaderElect, "leader-elect", false,
 		"Enable leader election for controller manager. "+
 			"Enabling this will ensure there is only one active controller manager.")
