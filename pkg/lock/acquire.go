@@ -39,21 +39,20 @@ import (
 // if the manager has not initialized it, and wraps ErrNoLease if the lock does not exist.
 // It makes one attempt: transient API errors are returned, not retried (Acquire retries them).
 func (l *Locker) TryAcquire(ctx context.Context) (*Grant, error) {
-	g, err := l.tryLast(ctx, &acquisition{})
-	for g == nil && err == nil {
-		var cur *coordinationv1.Lease
-		if cur, err = l.getLease(ctx); err != nil {
+	if g, err := l.tryLast(ctx, &acquisition{}); g != nil || err != nil {
+		return g, err
+	}
+	for {
+		cur, err := l.getLease(ctx)
+		if err != nil {
 			return nil, err
 		}
-		g, err = l.grant(ctx, cur, l.clock.Now())
+		g, err := l.grant(ctx, cur, l.clock.Now())
 		if apierrors.IsConflict(err) {
-			g, err = nil, nil // the Lease changed under us; look again
+			continue // the Lease changed under us; look again
 		}
+		return g, err
 	}
-	if g != nil {
-		g.follow(nil)
-	}
-	return g, err
 }
 
 // Acquire blocks until the lock is granted to this Locker or ctx ends. It takes a free lock (a
@@ -101,7 +100,6 @@ func (l *Locker) Acquire(ctx context.Context) (*Grant, error) {
 		}
 		g, err = l.acquireOnce(ctx, a)
 	}
-	g.follow(nil) // granted without a watch (acquireOnce hands its watch on otherwise)
 	return g, nil
 }
 
@@ -170,12 +168,7 @@ func (l *Locker) acquireOnce(ctx context.Context, a *acquisition) (*Grant, error
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: watching lease: %w", l.key(), err)
 	}
-	handedOn := false
-	defer func() {
-		if !handedOn {
-			w.Stop()
-		}
-	}()
+	defer w.Stop()
 	var beatTimer clock.Timer
 	defer func() {
 		if beatTimer != nil {
@@ -215,10 +208,6 @@ func (l *Locker) acquireOnce(ctx context.Context, a *acquisition) (*Grant, error
 				a.progress = true
 				if cur, isLease := ev.Object.(*coordinationv1.Lease); isLease {
 					if g, err := l.attempt(ctx, a, cur); g != nil || err != nil {
-						if g != nil { // the grant follows its Lease on this watch
-							g.follow(w)
-							handedOn = true
-						}
 						return g, err
 					}
 				}

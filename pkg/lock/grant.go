@@ -47,8 +47,6 @@ type Grant struct {
 	released  bool
 	permit    int        // the permit's number as lease last showed it
 	keepAlive *KeepAlive // the running keep-alive, if any
-
-	stopFollowing context.CancelFunc // ends the watch that keeps lease current (follow.go)
 }
 
 // newGrant is the one constructor of a Grant: tok held as the Lease le shows, last written or
@@ -114,7 +112,6 @@ func (g *Grant) markLost(err error) {
 		g.lostErr = err
 		close(g.lost)
 	}
-	g.unfollow()
 }
 
 // Renew extends the grant. It fails with a *LostError if the lock has another holder or token
@@ -148,9 +145,6 @@ func (g *Grant) Release(ctx context.Context) error {
 	}
 	g.mu.Lock()
 	g.released = err == nil
-	if g.released {
-		g.unfollow()
-	}
 	ka := g.keepAlive
 	g.mu.Unlock()
 	if ka != nil {

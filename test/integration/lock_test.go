@@ -27,12 +27,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
-	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
-
-	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 
 	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/lock"
@@ -192,96 +187,4 @@ var _ = Describe("Go client", func() {
 		Consistently(kept.Lost(), "3s").ShouldNot(BeClosed())
 		Expect(kept.Release(ctx)).To(Succeed())
 	})
-
-	It("hands over with one write when a waiter queued during the hold: a grant follows its Lease", func() {
-		ns := kit.NewNamespace()
-		kit.NewLock(ns, "followed", util.LeaseSeconds(15))
-		rec := &recordingLeases{LeaseInterface: clientset.CoordinationV1().Leases(ns)}
-		g, err := util.NewLocker(rec, ns, "followed", lock.WithIdentity("holder")).TryAcquire(ctx)
-		Expect(err).NotTo(HaveOccurred())
-		got := make(chan *lock.Grant, 1)
-		go func() {
-			defer GinkgoRecover()
-			w, err := kit.Locker(ns, "followed", "waiter").Acquire(ctx)
-			Expect(err).NotTo(HaveOccurred())
-			got <- w
-		}()
-		By("the waiter queues and marks the lock as waited for, after the holder's last write")
-		var marked token.Token
-		Eventually(func() string {
-			l := kit.GetLease(ns, "followed")
-			marked, _ = token.FromResourceVersion(l.ResourceVersion)
-			return l.Annotations[locksv1alpha1.WaitingAnnotation]
-		}).Should(Equal("true"))
-		Eventually(rec.delivered).Should(BeNumerically(">=", marked), "the holder's watch delivers the mark")
-
-		gets, updates, conflicts := rec.counts()
-		Expect(g.Release(ctx)).To(Succeed())
-		var w *lock.Grant
-		Eventually(got).Should(Receive(&w))
-		g2, u2, c2 := rec.counts()
-		Expect([]int{g2 - gets, u2 - updates, c2 - conflicts}).To(Equal([]int{1, 1, 0}),
-			"the release's reads (the queue), writes and conflicts: computed from the Lease it wrote last, "+
-				"it would conflict with the mark and read the Lease again")
-		Expect(w.Token()).To(BeNumerically(">", g.Token()))
-		Expect(w.Release(ctx)).To(Succeed())
-	})
 })
-
-// recordingLeases counts a Lease client's reads, writes and conflicts, and the newest resource
-// version its watches delivered.
-type recordingLeases struct {
-	coordinationv1client.LeaseInterface
-	mu                      sync.Mutex
-	gets, updates, conflict int
-	newest                  token.Token
-}
-
-func (r *recordingLeases) Leases(string) coordinationv1client.LeaseInterface { return r }
-
-func (r *recordingLeases) counts() (gets, updates, conflicts int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.gets, r.updates, r.conflict
-}
-
-func (r *recordingLeases) delivered() token.Token {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.newest
-}
-
-func (r *recordingLeases) Get(ctx context.Context, name string, o metav1.GetOptions) (*coordinationv1.Lease, error) {
-	r.mu.Lock()
-	r.gets++
-	r.mu.Unlock()
-	return r.LeaseInterface.Get(ctx, name, o)
-}
-
-func (r *recordingLeases) Update(ctx context.Context, l *coordinationv1.Lease, o metav1.UpdateOptions) (*coordinationv1.Lease, error) {
-	out, err := r.LeaseInterface.Update(ctx, l, o)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.updates++
-	if apierrors.IsConflict(err) {
-		r.conflict++
-	}
-	return out, err
-}
-
-func (r *recordingLeases) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-	w, err := r.LeaseInterface.Watch(ctx, o)
-	if err != nil {
-		return nil, err
-	}
-	return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
-		if l, ok := ev.Object.(*coordinationv1.Lease); ok {
-			if rv, err := token.FromResourceVersion(l.ResourceVersion); err == nil {
-				r.mu.Lock()
-				r.newest = max(r.newest, rv)
-				r.mu.Unlock()
-			}
-		}
-		return ev, true
-	}), nil
-}
