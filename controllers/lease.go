@@ -105,7 +105,8 @@ func (r *FencedLockReconciler) reportPermits(ctx context.Context, fl *locksv1alp
 		limit, len(st.Permits), limit)
 }
 
-// createLease creates the lock's Lease; it is stamped with its token by the next reconcile.
+// createLease creates the lock's Lease; it is stamped with its token by the next reconcile, which
+// its watch event brings.
 func (r *FencedLockReconciler) createLease(ctx context.Context, fl *locksv1alpha1.FencedLock) (*leaseProblem, error) {
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
@@ -131,7 +132,9 @@ func (r *FencedLockReconciler) createLease(ctx context.Context, fl *locksv1alpha
 		return nil, fmt.Errorf("creating lease: %w", err)
 	}
 	logf.FromContext(ctx).Info("Created lease")
-	return &leaseProblem{reason: locksv1alpha1.ReasonLeaseCreating, message: "Creating the backing Lease"}, nil
+	// No status write for the moment until it is stamped (next reconcile, milliseconds later):
+	// it would cost every new lock a fifth of its writes.
+	return nil, nil
 }
 
 func conflict(fl *locksv1alpha1.FencedLock) *leaseProblem {

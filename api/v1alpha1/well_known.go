@@ -108,7 +108,6 @@ const (
 const (
 	// Reasons of the Ready condition.
 	ReasonLeaseReady    = "LeaseReady"
-	ReasonLeaseCreating = "LeaseCreating"
 	ReasonLeaseConflict = "LeaseConflict"
 
 	// ReasonGranted: the lock was granted (Held True; an event on the lock and on a granted pod).

@@ -815,9 +815,17 @@ func (b *bench) podHandover(floor stats) {
 	req, mgr1, api1 := diff(before, b.mgr.requests(b.t)), b.mgr.metricsText(b.t), b.apiMetrics()
 	s := summarize(d)
 	ok := float64(s.p50) <= 3*float64(floor.p50)
+	_, rc0 := histogramSums(mgr0, "controller_runtime_reconcile_time_seconds", `controller="fencedlock"`)
+	_, rc1 := histogramSums(mgr1, "controller_runtime_reconcile_time_seconds", `controller="fencedlock"`)
+	apiMean := func(resource, verb string) string {
+		return ms(histogramDelta(api0, api1, "apiserver_request_duration_seconds", `resource="`+resource+`"`,
+			`subresource=""`, `verb="`+verb+`"`))
+	}
 	b.rep.add("where a pod handover's time goes: queue wait / reconcile (means)",
 		fmt.Sprintf("%s / %s", ms(histogramDelta(mgr0, mgr1, "workqueue_queue_duration_seconds", `name="fencedlock"`)),
-			ms(histogramDelta(mgr0, mgr1, "controller_runtime_reconcile_time_seconds", `controller="fencedlock"`))), "", "", nil)
+			ms(histogramDelta(mgr0, mgr1, "controller_runtime_reconcile_time_seconds", `controller="fencedlock"`))),
+		fmt.Sprintf("%.1f reconciles per handover; API server: Lease PUT %s, pod PATCH %s", (rc1-rc0)/float64(n),
+			apiMean("leases", "PUT"), apiMean("pods", "PATCH")), "", nil)
 	b.rep.add("pod handover: holder Succeeded -> next pod ungated with token", fmt.Sprintf("p50 %s, p99 %s", ms(s.p50), ms(s.p99)),
 		fmt.Sprintf("%.2fx CAS p50", float64(s.p50)/float64(floor.p50)), "p50 <= 3x CAS", &ok)
 	b.rep.headline("pod handover")

@@ -41,6 +41,7 @@ func (b *bench) scale() {
 	if err := b.cl.Create(b.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		b.t.Fatal(err)
 	}
+	api0 := b.apiMetrics()
 	start := time.Now()
 	b.parallel(n, 16, func(i int) {
 		fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("idle-%05d", i)}}
@@ -65,8 +66,16 @@ func (b *bench) scale() {
 		}
 		time.Sleep(time.Second)
 	}
+	ready := time.Since(start)
+	api1 := b.apiMetrics()
+	per := func(resource, subresource string, verbs ...string) float64 {
+		return (requestCount(api1, resource, subresource, verbs...) - requestCount(api0, resource, subresource, verbs...)) / float64(n)
+	}
 	b.rep.add(fmt.Sprintf("%d FencedLocks created and Ready (Lease created + stamped)", n),
-		time.Since(start).Round(time.Second).String(), fmt.Sprintf("creates took %s", created.Round(time.Second)), "", nil)
+		ready.Round(time.Second).String(), fmt.Sprintf("creates took %s", created.Round(time.Second)), "", nil)
+	b.rep.add("writes per lock made Ready: Leases created + updated, lock status, events",
+		fmt.Sprintf("%.2f + %.2f, %.2f, %.2f", per("leases", "", "POST"), per("leases", "", "PUT", "PATCH"),
+			per("fencedlocks", "status", "PUT", "PATCH"), per("events", "", "POST", "PATCH", "PUT")), "", "", nil)
 
 	idle := time.Duration(envInt("BENCH_IDLE_SECONDS", 60)) * time.Second
 	time.Sleep(5 * time.Second) // let the last status writes land
