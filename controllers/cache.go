@@ -17,10 +17,14 @@ limitations under the License.
 package controllers
 
 import (
+	"unique"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,11 +32,64 @@ import (
 	"github.com/fencedlock/fencedlock/pkg/lease"
 )
 
-// CacheOptions is the manager's cache configuration: see CacheByObject. Managed fields are
-// dropped from cached objects (nothing here reads them; with 10 000 locks they are a third of the
-// memory). Writes of such objects keep the stored managed fields: nil means "unchanged".
+// CacheOptions is the manager's cache configuration: see CacheByObject. Cached objects are
+// compacted (compactMeta): the manager's memory is its cache, a FencedLock and two Leases per lock.
 func CacheOptions() cache.Options {
-	return cache.Options{ByObject: CacheByObject(), DefaultTransform: cache.TransformStripManagedFields()}
+	return cache.Options{ByObject: CacheByObject(), DefaultTransform: compactMeta}
+}
+
+// compactMeta drops an object's managed fields (nothing here reads them; with 10 000 locks they
+// were a third of the memory; a write of such an object keeps the stored ones: nil means
+// "unchanged") and shares the metadata strings and label sets that thousands of cached objects
+// repeat (namespace, label and annotation keys, owner kind and version), which the decoder
+// allocates afresh for each. Cached objects are never written in place: readers get copies.
+var compactMeta toolscache.TransformFunc = func(in any) (any, error) {
+	obj, err := meta.Accessor(in)
+	if err != nil {
+		return in, nil
+	}
+	if obj.GetManagedFields() != nil { // nil-checked: kubernetes/kubernetes#124337
+		obj.SetManagedFields(nil)
+	}
+	obj.SetNamespace(intern(obj.GetNamespace()))
+	if l := obj.GetLabels(); len(l) > 0 {
+		obj.SetLabels(sharedLabels(l))
+	}
+	if a := obj.GetAnnotations(); len(a) > 0 {
+		interned := make(map[string]string, len(a))
+		for k, v := range a {
+			interned[intern(k)] = v
+		}
+		obj.SetAnnotations(interned)
+	}
+	if refs := obj.GetOwnerReferences(); len(refs) > 0 {
+		for i := range refs {
+			refs[i].APIVersion, refs[i].Kind = intern(refs[i].APIVersion), intern(refs[i].Kind)
+			if refs[i].Name == obj.GetName() { // a lock's Leases are named after it
+				refs[i].Name = obj.GetName()
+			}
+		}
+		obj.SetOwnerReferences(refs)
+	}
+	return in, nil
+}
+
+func intern(s string) string { return unique.Make(s).Value() }
+
+// managedBy is the label set of every fencedlock Lease, shared by all of them in the cache.
+var managedBy = map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue}
+
+// sharedLabels returns l with its keys shared, or the one managedBy map if l is that set. (Other
+// label values are left alone: a pod's may be unique, and interning them would only grow.)
+func sharedLabels(l map[string]string) map[string]string {
+	if len(l) == 1 && l[locksv1alpha1.ManagedByLabel] == locksv1alpha1.ManagedByValue {
+		return managedBy
+	}
+	out := make(map[string]string, len(l))
+	for k, v := range l {
+		out[intern(k)] = v
+	}
+	return out
 }
 
 // CacheByObject restricts the manager's cache to what fencedlock needs: its own Leases (not every
