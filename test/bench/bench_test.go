@@ -242,8 +242,9 @@ func (b *bench) rawCAS() stats {
 		_ = b.mgr.cmd.Process.Signal(syscall.SIGSTOP)
 		defer func() { _ = b.mgr.cmd.Process.Signal(syscall.SIGCONT) }()
 	}
-	// shaped is a copy of the renewed Lease (annotations, owner, spec) under another label: the
-	// Lease-protocol policy does not select it, so its CAS is the renewal's minus the policy.
+	// shaped is a copy of the renewed Lease (annotations, owner, spec) under another label: neither
+	// the Lease-protocol policy nor the manager's watch selects it, so its CAS is the renewal's
+	// without them and without the Go client.
 	held, err := leases.Get(b.ctx, "renew-floor", metav1.GetOptions{})
 	if err != nil {
 		b.t.Fatal(err)
@@ -854,7 +855,7 @@ func (b *bench) podHandover(floor stats) {
 	// Writes by resource, from the API server's own request counters (the bench's writes are the
 	// pods' status updates, which are not counted here).
 	wr := func(resource, subresource string, verbs ...string) float64 {
-		return (requestCount(api1, resource, subresource, verbs...) - requestCount(api0, resource, subresource, verbs...)) / float64(n)
+		return requestsPer(api0, api1, n, resource, subresource, verbs...)
 	}
 	leases, pods, status := wr("leases", "", "PUT"), wr("pods", "", "PATCH"), wr("fencedlocks", "status", "PUT", "PATCH")
 	events := wr("events", "", "POST", "PATCH", "PUT")

@@ -30,7 +30,8 @@ import (
 )
 
 // conflictCounter wraps a Leases client and counts the updates refused as conflicts, apart for
-// lock Leases and queue Leases (BENCH_DIAG_CONFLICTS=1 prints them per cycles run).
+// lock Leases and queue Leases (BENCH_DIAG_CONFLICTS=1 prints them per cycles run), and every
+// read and update sent (the handover's requests per release).
 type conflictCounter struct {
 	coordinationv1client.LeasesGetter
 	lock, queue   atomic.Int64 // updates refused as conflicts

@@ -277,6 +277,12 @@ func (m *managerProcess) metricsText(t *testing.T) string {
 	return string(b)
 }
 
+// requestsPer is the API server's requests for a resource (and subresource) over verbs between
+// two metrics texts, per one of n things done between them.
+func requestsPer(before, after string, n int, resource, subresource string, verbs ...string) float64 {
+	return (requestCount(after, resource, subresource, verbs...) - requestCount(before, resource, subresource, verbs...)) / float64(n)
+}
+
 // requestCount sums apiserver_request_total for a resource (and subresource) over verbs.
 func requestCount(text, resource, subresource string, verbs ...string) float64 {
 	var sum float64

@@ -69,19 +69,19 @@ func (b *bench) scale() {
 	ready := time.Since(start)
 	api1 := b.apiMetrics()
 	per := func(resource, subresource string, verbs ...string) float64 {
-		return (requestCount(api1, resource, subresource, verbs...) - requestCount(api0, resource, subresource, verbs...)) / float64(n)
+		return requestsPer(api0, api1, n, resource, subresource, verbs...)
 	}
-	created2, updated := per("leases", "", "POST"), per("leases", "", "PUT", "PATCH")
+	createdLeases, updated := per("leases", "", "POST"), per("leases", "", "PUT", "PATCH")
 	status, events := per("fencedlocks", "status", "PUT", "PATCH"), per("events", "", "POST", "PATCH", "PUT")
 	// The write bound: every write it took (the locks' creates and the manager's), one after
 	// another at the floor's rate.
-	bound := time.Duration(float64(n) * (1 + created2 + updated + status + events) / b.floorRate * float64(time.Second))
+	bound := time.Duration(float64(n) * (1 + createdLeases + updated + status + events) / b.floorRate * float64(time.Second))
 	okReady := float64(ready) <= 1.5*float64(bound)
 	b.rep.add(fmt.Sprintf("%d FencedLocks created and Ready (Lease created + stamped)", n),
 		ready.Round(time.Second).String(), fmt.Sprintf("%.2fx the write bound (%s); creates took %s",
 			float64(ready)/float64(bound), bound.Round(time.Second), created.Round(time.Second)), "<= 1.5x the write bound", &okReady)
 	b.rep.add("writes per lock made Ready: Leases created + updated, lock status, events",
-		fmt.Sprintf("%.2f + %.2f, %.2f, %.2f", created2, updated, status, events), "", "", nil)
+		fmt.Sprintf("%.2f + %.2f, %.2f, %.2f", createdLeases, updated, status, events), "", "", nil)
 
 	idle := time.Duration(envInt("BENCH_IDLE_SECONDS", 60)) * time.Second
 	time.Sleep(5 * time.Second) // let the last status writes land
