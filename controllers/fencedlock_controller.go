@@ -52,6 +52,8 @@ type FencedLockReconciler struct {
 	clock clock.PassiveClock
 	// statusMinInterval coalesces status writes of a lock that changes hands faster than this.
 	statusMinInterval time.Duration
+	// statusRenewalInterval is how often a renewal alone rewrites the status.
+	statusRenewalInterval time.Duration
 	// maxConcurrentReconciles is how many locks are reconciled at once (one lock is never
 	// reconciled concurrently with itself).
 	maxConcurrentReconciles int
@@ -82,6 +84,7 @@ func NewFencedLockReconciler(c client.Client, apiReader client.Reader, recorder 
 		recorder:                recorder,
 		clock:                   clock.RealClock{},
 		statusMinInterval:       DefaultStatusMinInterval,
+		statusRenewalInterval:   DefaultStatusRenewalInterval,
 		maxConcurrentReconciles: DefaultMaxConcurrentReconciles,
 		limiter:                 newEventLimiter(DefaultEventBurst, DefaultEventInterval),
 		observer:                newObserver(),
@@ -217,7 +220,9 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 	before, status := *fl.Status.DeepCopy(), computeStatus(&fl, st, qp, now)
 	wake := p.deadline // the timers: a grant's deadline, a queued client's liveness deadline, a coalesced status write
 	if !equality.Semantic.DeepEqual(before, status) {
-		if wait := r.observer.statusWait(key, now, r.statusMinInterval); wait > 0 {
+		if due := r.observer.statusWrittenAt(key).Add(r.statusRenewalInterval); onlyRenewed(before, status) && now.Before(due) {
+			wake = earliest(wake, due) // a renewal alone waits for the refresh
+		} else if wait := r.observer.statusWait(key, now, r.statusMinInterval); wait > 0 {
 			wake = earliest(wake, now.Add(wait))
 		} else if written, err := r.writeStatus(ctx, &fl, status); err != nil {
 			return wake, err

@@ -17,6 +17,7 @@ limitations under the License.
 package controllers_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -36,6 +37,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/controllers"
 	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/pkg/token"
@@ -160,6 +162,46 @@ var _ = Describe("FencedLock controller", func() {
 		cur.Spec.LeaseDurationSeconds = 40
 		Expect(k8sClient.Update(ctx, cur)).To(Succeed())
 		Eventually(func() int32 { return *kit.GetLease(ns, "resize").Spec.LeaseDurationSeconds }).Should(Equal(int32(40)))
+	})
+
+	It("rewrites the status for a renewal alone at most once per --status-renewal-interval", func() {
+		stopManage()
+		stop, err := util.StartManager(ctx, cfg, fakeClock, testEnv, controllers.WithStatusRenewalInterval(time.Minute))
+		Expect(err).NotTo(HaveOccurred())
+		stopManage = stop
+		DeferCleanup(func() { stopManage(); startManager() })
+		ns := kit.NewNamespace()
+		fl := kit.NewLock(ns, "renewals")
+		g, err := kit.Locker(ns, "renewals", "steady").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		settle(fl) // the grant is written at once, its renewTime with it
+		written := kit.GetLock(ns, "renewals")
+
+		By("renewals within the interval leave the status as written")
+		for range 3 {
+			fakeClock.Step(5 * time.Second)
+			Expect(g.Renew(ctx)).To(Succeed())
+		}
+		Consistently(func() string { return kit.GetLock(ns, "renewals").ResourceVersion }, "2s").
+			Should(Equal(written.ResourceVersion), "a renewal alone wrote the status")
+
+		By("a renewal once the interval has passed is written")
+		fakeClock.Step(time.Minute)
+		Expect(g.Renew(ctx)).To(Succeed())
+		settle(fl)
+
+		By("any other change is written at once, with the latest renewal")
+		fakeClock.Step(time.Second)
+		Expect(g.Renew(ctx)).To(Succeed())
+		wctx, stopWaiting := context.WithCancel(ctx)
+		defer stopWaiting()
+		waited := make(chan error, 1)
+		go func() { _, err := kit.Locker(ns, "renewals", "next").Acquire(wctx); waited <- err }()
+		Eventually(func() int32 { return kit.GetLock(ns, "renewals").Status.WaitingCount }).Should(Equal(int32(1)))
+		settle(fl)
+		stopWaiting()
+		Eventually(waited).Should(Receive(MatchError(context.Canceled)))
+		Expect(g.Release(ctx)).To(Succeed())
 	})
 
 	It("revokes a grant not renewed within the lease, judged on its own clock", func() {

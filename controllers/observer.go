@@ -212,6 +212,17 @@ func (o *observer) statusWait(key types.NamespacedName, now time.Time, minInterv
 	return statusBudget{}.wait(now, minInterval)
 }
 
+// statusWrittenAt is when this controller last wrote the lock's status (zero: not since it
+// started).
+func (o *observer) statusWrittenAt(key types.NamespacedName) time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if lo, ok := o.obs[key]; ok {
+		return lo.status.at
+	}
+	return time.Time{}
+}
+
 // statusWritten spends a status write and returns the revocations made since the last one.
 func (o *observer) statusWritten(key types.NamespacedName, now time.Time, minInterval time.Duration) (revoked int) {
 	o.mu.Lock()

@@ -27,6 +27,10 @@ const (
 	// DefaultStatusMinInterval paces the status writes of a busy lock: after a burst of
 	// StatusBurst, one per this interval.
 	DefaultStatusMinInterval = time.Second
+	// DefaultStatusRenewalInterval is how often a renewal alone rewrites a held lock's status
+	// (its renewTime): a status write per renewal would double what a renewal costs the API
+	// server, as a Node's status per heartbeat did before node Leases.
+	DefaultStatusRenewalInterval = time.Minute
 	// DefaultEventBurst and DefaultEventInterval rate-limit a lock's Granted/Released events: a
 	// burst of ten, then one every ten seconds. The events.k8s.io recorder filters nothing itself
 	// (repeats of one reason on one object only become a series); client-go's older tools/record
@@ -47,6 +51,13 @@ func WithClock(c clock.PassiveClock) Option { return func(r *FencedLockReconcile
 // zero writes every change.
 func WithStatusMinInterval(d time.Duration) Option {
 	return func(r *FencedLockReconciler) { r.statusMinInterval = d }
+}
+
+// WithStatusRenewalInterval sets how often a renewal alone rewrites a held lock's status
+// (status.renewTime); zero rewrites it at every renewal. Any other change writes at once, fresh
+// renewal times included.
+func WithStatusRenewalInterval(d time.Duration) Option {
+	return func(r *FencedLockReconciler) { r.statusRenewalInterval = d }
 }
 
 // WithEventRateLimit limits each lock's Granted/Released events to a burst of burst, then one per

@@ -23,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -61,6 +62,20 @@ func computeStatus(fl *locksv1alpha1.FencedLock, st lease.State, qp queuePlan, n
 		"The backing Lease exists and carries a fencing token", now)
 	setHeldCondition(&s, fl.Generation, st, now)
 	return s
+}
+
+// onlyRenewed reports whether status after differs from before only by renewal times (of the
+// holder, of each permit's holder): the change a renewal alone makes.
+func onlyRenewed(before, after locksv1alpha1.FencedLockStatus) bool {
+	if len(before.Holders) != len(after.Holders) {
+		return false
+	}
+	after.RenewTime = before.RenewTime
+	after.Holders = slices.Clone(after.Holders)
+	for i := range after.Holders {
+		after.Holders[i].RenewTime = before.Holders[i].RenewTime
+	}
+	return equality.Semantic.DeepEqual(before, after)
 }
 
 // maxWaitersShown bounds status.waiters (the API allows ten).

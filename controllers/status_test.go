@@ -23,6 +23,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -143,5 +144,48 @@ func TestShownIdentity(t *testing.T) {
 	msg := meta.FindStatusCondition(s.Conditions, locksv1alpha1.ConditionHeld).Message
 	if len(s.Holder) > maxIdentityShown || len(msg) > maxIdentityShown+100 {
 		t.Fatalf("status holder %d bytes, Held message %d bytes", len(s.Holder), len(msg))
+	}
+}
+
+func TestOnlyRenewed(t *testing.T) {
+	at := func(s int) *metav1.MicroTime { m := metav1.NewMicroTime(time.Unix(int64(s), 0)); return &m }
+	lock := locksv1alpha1.FencedLockStatus{Holder: "a", Token: "10", AcquireTime: at(1), RenewTime: at(1), Held: "1/1",
+		Holders: []locksv1alpha1.Holder{{Permit: 1, Identity: "a", Token: "10", AcquireTime: at(1), RenewTime: at(1)}}}
+	change := func(f func(s *locksv1alpha1.FencedLockStatus)) locksv1alpha1.FencedLockStatus {
+		s := *lock.DeepCopy()
+		f(&s)
+		return s
+	}
+	cases := []struct {
+		name  string
+		after locksv1alpha1.FencedLockStatus
+		want  bool
+	}{
+		{"unchanged", lock, true},
+		{"the holder renewed", change(func(s *locksv1alpha1.FencedLockStatus) {
+			s.RenewTime, s.Holders[0].RenewTime = at(5), at(5)
+		}), true},
+		{"a permit renewed", change(func(s *locksv1alpha1.FencedLockStatus) { s.Holders[0].RenewTime = at(5) }), true},
+		{"renewed and a waiter came", change(func(s *locksv1alpha1.FencedLockStatus) {
+			s.RenewTime, s.WaitingCount = at(5), 1
+		}), false},
+		{"granted anew", change(func(s *locksv1alpha1.FencedLockStatus) {
+			s.Token, s.Holders[0].Token, s.RenewTime = "12", "12", at(5)
+		}), false},
+		{"released", change(func(s *locksv1alpha1.FencedLockStatus) {
+			s.Holder, s.AcquireTime, s.RenewTime, s.Holders, s.Held = "", nil, nil, nil, "0/1"
+		}), false},
+		{"another permit granted", change(func(s *locksv1alpha1.FencedLockStatus) {
+			s.Holders = append(s.Holders, locksv1alpha1.Holder{Permit: 2, Identity: "b", Token: "11"})
+		}), false},
+	}
+	for _, tc := range cases {
+		before := *lock.DeepCopy()
+		if got := onlyRenewed(before, tc.after); got != tc.want {
+			t.Errorf("%s: onlyRenewed = %v, want %v", tc.name, got, tc.want)
+		}
+		if !equality.Semantic.DeepEqual(before, lock) {
+			t.Errorf("%s: onlyRenewed changed its input", tc.name)
+		}
 	}
 }

@@ -126,7 +126,8 @@ type Holder struct {
 	// +optional
 	AcquireTime *metav1.MicroTime `json:"acquireTime,omitempty"`
 
-	// renewTime is when the holder last renewed the permit.
+	// renewTime is when the holder last renewed the permit, as of the last status write (see
+	// status.renewTime).
 	// +optional
 	RenewTime *metav1.MicroTime `json:"renewTime,omitempty"`
 }
@@ -153,7 +154,10 @@ type FencedLockStatus struct {
 	// +optional
 	AcquireTime *metav1.MicroTime `json:"acquireTime,omitempty"`
 
-	// renewTime is when the current holder last renewed its grant.
+	// renewTime is when the current holder last renewed its grant, as of the last status write. A
+	// renewal alone rewrites the status at most once per the manager's --status-renewal-interval
+	// (a minute by default), as a Node's status is not rewritten for every heartbeat; any other
+	// change writes it at once. The Lease's spec.renewTime has every renewal.
 	// +optional
 	RenewTime *metav1.MicroTime `json:"renewTime,omitempty"`
 

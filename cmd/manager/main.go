@@ -159,6 +159,7 @@ func main() {
 		},
 		Controller: []controllers.Option{
 			controllers.WithStatusMinInterval(f.StatusMinInterval),
+			controllers.WithStatusRenewalInterval(f.StatusRenewalInterval),
 			controllers.WithEventRateLimit(f.EventBurst, f.EventInterval),
 			controllers.WithMaxConcurrentReconciles(f.MaxConcurrentReconciles),
 			controllers.WithAfterPodGrant(crashFailpoint()),

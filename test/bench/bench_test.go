@@ -145,6 +145,7 @@ func TestBench(t *testing.T) {
 
 	b.rep.section(sections[0].name, sections[0].title)
 	floor := b.rawCAS()
+	b.renewalsAtPace()
 	run := map[string]func(){
 		"handover":   func() { b.handover(floor) },
 		"revocation": b.revocation,
@@ -297,6 +298,55 @@ func (b *bench) rawCAS() stats {
 	b.floorRate = rate
 	b.floorText = fmt.Sprintf("a raw Lease CAS update, p50 %s, %.0f updates/s", ms(s.p50), rate)
 	return s
+}
+
+// renewalsAtPace: what a renewal costs the cluster at the pace clients renew in production (a
+// third of the lease duration), where a lock's status-write budget never paces anything: the API
+// server's writes per renewal (the Lease's own and any lock status write it causes) and the
+// manager's reconciles per renewal, counted by the API server and the manager.
+func (b *bench) renewalsAtPace() {
+	n, lease := envInt("BENCH_PACE_LOCKS", 40), int32(3)
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("paced-%02d", i)
+		b.kit.NewLock(b.ns, names[i], util.LeaseSeconds(lease))
+	}
+	grants, kas := make([]*lock.Grant, n), make([]*lock.KeepAlive, n)
+	for i, name := range names {
+		var err error
+		if grants[i], err = b.kit.Locker(b.ns, name, "paced").Acquire(b.ctx); err != nil {
+			b.t.Fatal(err)
+		}
+		if kas[i], err = grants[i].KeepAlive(b.ctx, 0); err != nil { // the default pace: a third of the lease
+			b.t.Fatal(err)
+		}
+	}
+	time.Sleep(2 * time.Second) // the grants' own status writes land before the count starts
+	api0, mgr0 := b.apiMetrics(), b.mgr.metricsText(b.t)
+	time.Sleep(time.Duration(envInt("BENCH_PACE_SECONDS", 12)) * time.Second)
+	api1, mgr1 := b.apiMetrics(), b.mgr.metricsText(b.t)
+	for i, ka := range kas {
+		select {
+		case <-ka.Done():
+			b.t.Fatalf("a paced grant ended: %v", ka.Err())
+		default:
+		}
+		ka.Stop()
+		if err := grants[i].Release(b.ctx); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+	renewals := int(requestsPer(api0, api1, 1, "leases", "", "PUT"))
+	if renewals == 0 {
+		b.t.Fatal("no renewal was made at pace")
+	}
+	status := requestsPer(api0, api1, renewals, "fencedlocks", "status", "PUT", "PATCH")
+	_, rc0 := histogramSums(mgr0, "controller_runtime_reconcile_time_seconds", `controller="fencedlock"`)
+	_, rc1 := histogramSums(mgr1, "controller_runtime_reconcile_time_seconds", `controller="fencedlock"`)
+	ok := 1+status <= 1.05
+	b.rep.add(fmt.Sprintf("a renewal at the clients' pace (%d locks, lease %ds, renewed every %ds/3): writes per renewal, Lease + lock status",
+		n, lease, lease), fmt.Sprintf("1 + %.2f (%d renewals)", status, renewals),
+		fmt.Sprintf("%.2f manager reconciles per renewal", (rc1-rc0)/float64(renewals)), "<= 1.05 writes", &ok)
 }
 
 // handover: holder releases -> a waiting acquirer (blocked on its watch) is granted.

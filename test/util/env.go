@@ -96,9 +96,10 @@ func NewManager(cfg *rest.Config, clk clock.PassiveClock, env *envtest.Environme
 			// Tests start several managers in one process (controller restarts).
 			Controller: config.Controller{SkipNameValidation: new(true)},
 		},
-		// A test reads what a reconcile did at once, on a clock it may hold still: no coalescing,
-		// no event limit, and one reconcile at a time.
+		// A test reads what a reconcile did at once, on a clock it may hold still: no coalescing
+		// (a renewal's status too), no event limit, and one reconcile at a time.
 		Controller: append([]controllers.Option{controllers.WithClock(clk), controllers.WithStatusMinInterval(0),
+			controllers.WithStatusRenewalInterval(0),
 			controllers.WithEventRateLimit(0, 0), controllers.WithMaxConcurrentReconciles(1)}, opts...),
 	}
 	if wio := env.WebhookInstallOptions; len(wio.ValidatingWebhooks)+len(wio.MutatingWebhooks) > 0 {
@@ -110,11 +111,13 @@ func NewManager(cfg *rest.Config, clk clock.PassiveClock, env *envtest.Environme
 	return setup.NewManager(cfg, o)
 }
 
-// Production configures the controller as cmd/manager does by default: coalesced status writes,
+// Production configures the controller as cmd/manager does by default: coalesced status writes
+// (a renewal's at most once a minute),
 // rate-limited lock events and concurrent reconciles, with NewFencedLockReconciler's defaults.
 func Production(r *controllers.FencedLockReconciler) {
 	for _, o := range []controllers.Option{
 		controllers.WithStatusMinInterval(controllers.DefaultStatusMinInterval),
+		controllers.WithStatusRenewalInterval(controllers.DefaultStatusRenewalInterval),
 		controllers.WithEventRateLimit(controllers.DefaultEventBurst, controllers.DefaultEventInterval),
 		controllers.WithMaxConcurrentReconciles(controllers.DefaultMaxConcurrentReconciles),
 	} {

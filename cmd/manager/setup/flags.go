@@ -42,6 +42,7 @@ type Flags struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 
 	StatusMinInterval       time.Duration
+	StatusRenewalInterval   time.Duration
 	MaxConcurrentReconciles int
 	EventBurst              int
 	EventInterval           time.Duration
@@ -86,6 +87,9 @@ func BindFlags(fs *flag.FlagSet) *Flags {
 	fs.DurationVar(&f.StatusMinInterval, "status-min-interval", controllers.DefaultStatusMinInterval, fmt.Sprintf(
 		"Coalesce FencedLock status writes of a busy lock: after a burst of %d, one per this interval (0: write every change).",
 		controllers.StatusBurst))
+	fs.DurationVar(&f.StatusRenewalInterval, "status-renewal-interval", controllers.DefaultStatusRenewalInterval,
+		"How often a renewal alone rewrites a held lock's status.renewTime (0: at every renewal); the Lease has every renewal, "+
+			"and any other change is written at once.")
 	fs.IntVar(&f.MaxConcurrentReconciles, "max-concurrent-reconciles", controllers.DefaultMaxConcurrentReconciles,
 		"Locks reconciled in parallel.")
 	fs.IntVar(&f.EventBurst, "event-burst", controllers.DefaultEventBurst,
