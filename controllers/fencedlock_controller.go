@@ -175,7 +175,7 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 	if wait {
 		return time.Time{}, nil // the queue write's event brings the next reconcile
 	}
-	obs, prev := r.observer.observe(key, st, holders.ready, now)
+	obs, prev := r.observer.observe(key, st, l.ResourceVersion, holders.ready, now)
 	var headPod *corev1.Pod
 	var headProgress progress
 	if len(qp.waiting) > 0 {
@@ -342,7 +342,8 @@ func (r *FencedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&locksv1alpha1.FencedLock{}).
-		Owns(&coordinationv1.Lease{}).
+		Watches(&coordinationv1.Lease{}, leaseEvents{r: r, EventHandler: handler.EnqueueRequestForOwner(mgr.GetScheme(),
+			mgr.GetRESTMapper(), &locksv1alpha1.FencedLock{}, handler.OnlyControllerOwner())}).
 		// Pods that ask for a lock (the cache holds no others) wake their lock.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(lockOfPod)).
 		// A multi-lock pod's grant or loss of one lock wakes its other locks.

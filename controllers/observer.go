@@ -18,6 +18,7 @@ package controllers
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/token"
 )
@@ -56,6 +58,10 @@ type observation struct {
 // permit number, and the lock's own bookkeeping.
 type lockObservation struct {
 	grants map[int]observation
+	// notedRV is the resourceVersion of the Lease whose renewals noteRenewals noted last, until a
+	// reconcile observes one at least as new: one that read an older Lease from the cache (it
+	// started before the renewal) must not take the renewal back.
+	notedRV uint64
 	// status is the budget of status writes (coalesced on a busy lock), and revoked how many
 	// grants this controller revoked since the last status write.
 	status  statusBudget
@@ -98,10 +104,11 @@ func (o *observer) lock(key types.NamespacedName) *lockObservation {
 	return lo
 }
 
-// observe records the Lease state seen at now and returns each held permit's observation now and
-// before, by permit number. podReady says, for a permit held by a pod that exists, whether it is
-// Ready (nil otherwise).
-func (o *observer) observe(key types.NamespacedName, st lease.State, podReady func(lease.Permit) *bool,
+// observe records the Lease state seen at now (st, of the Lease at resourceVersion rv) and
+// returns each held permit's observation now and before, by permit number. podReady says, for a
+// permit held by a pod that exists, whether it is Ready (nil otherwise). On a Lease older than the
+// one whose renewals were noted last, the grants noted keep their observation.
+func (o *observer) observe(key types.NamespacedName, st lease.State, rv string, podReady func(lease.Permit) *bool,
 	now time.Time) (cur, prev map[int]observation) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -110,8 +117,17 @@ func (o *observer) observe(key types.NamespacedName, st lease.State, podReady fu
 		lo = o.lock(key)
 	}
 	prev = lo.grants
+	v, err := strconv.ParseUint(rv, 10, 64)
+	stale := err == nil && v < lo.notedRV
+	if !stale {
+		lo.notedRV = 0
+	}
 	cur = make(map[int]observation, len(st.Permits))
 	for _, p := range st.Permits {
+		if was, ok := prev[p.Number]; stale && ok && was.holder == p.Holder && was.token == p.Token {
+			cur[p.Number] = was
+			continue
+		}
 		cur[p.Number] = nextObservation(prev[p.Number], st.OfPermit(p), podReady(p), o.seen[key], known, now)
 	}
 	o.count(len(cur), len(prev))
@@ -124,6 +140,36 @@ func (o *observer) observe(key types.NamespacedName, st lease.State, podReady fu
 		}
 	}
 	return cur, prev
+}
+
+// noteRenewals records the renewals of the lock's Lease at resourceVersion rv, whose state st
+// differs from the version before only by them (lease.OnlyRenewed), as observe would, and
+// reports whether it did. It does not when the grants renewed are not the ones observed (none
+// observed yet, after a start) or are pods' (judged by their pods): the lock is then reconciled.
+func (o *observer) noteRenewals(key types.NamespacedName, st lease.State, rv string, now time.Time) bool {
+	v, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	lo, ok := o.obs[key]
+	if !ok || len(lo.grants) != len(st.Permits) {
+		return false
+	}
+	for _, p := range st.Permits {
+		prev, ok := lo.grants[p.Number]
+		if !ok || prev.holder != p.Holder || prev.token != p.Token || prev.acquiredAt.IsZero() ||
+			strings.HasPrefix(p.Holder, locksv1alpha1.PodHolderPrefix) {
+			return false
+		}
+	}
+	next := make(map[int]observation, len(st.Permits))
+	for _, p := range st.Permits {
+		next[p.Number] = nextObservation(lo.grants[p.Number], st.OfPermit(p), nil, o.seen[key], true, now)
+	}
+	lo.grants, lo.notedRV = next, v
+	return true
 }
 
 // noteUngated records that the controller ungated pod uid at now.
@@ -266,7 +312,7 @@ func nextObservation(prev observation, st lease.State, podReady *bool, seen map[
 			cur.renewedAt = lease.LastSignOfLife(st, prev.served, seen, now)
 		}
 		cur.notReadySince = time.Time{}
-	case !sameTime(prev.renewTime, st.RenewTime):
+	case !lease.SameTime(prev.renewTime, st.RenewTime):
 		// The value is the holder's claim on its own clock: only the change counts, observed here.
 		cur.renewTime, cur.renewedAt = st.RenewTime.DeepCopy(), now
 	}
@@ -277,12 +323,4 @@ func nextObservation(prev observation, st lease.State, podReady *bool, seen map[
 		cur.notReadySince = now
 	}
 	return cur
-}
-
-// sameTime reports whether two optional times are the same instant (both unset counts as same).
-func sameTime(a, b *metav1.MicroTime) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.Equal(b)
 }

@@ -108,19 +108,19 @@ func TestObserverCountsLocksHeld(t *testing.T) {
 		}
 	}
 	none := func(lease.Permit) *bool { return nil }
-	o.observe(a, lease.State{Token: 9}, none, t0)
+	o.observe(a, lease.State{Token: 9}, "", none, t0)
 	check(0, "a free lock")
-	o.observe(a, held("x", 10), none, t0)
-	o.observe(b, held("y", 11), none, t0)
+	o.observe(a, held("x", 10), "", none, t0)
+	o.observe(b, held("y", 11), "", none, t0)
 	check(2, "two grants")
-	o.observe(a, renewedAt(held("x", 10), t0.Add(time.Second)), none, t0.Add(time.Second))
-	o.observe(a, held("z", 12), none, t0.Add(2*time.Second))
+	o.observe(a, renewedAt(held("x", 10), t0.Add(time.Second)), "", none, t0.Add(time.Second))
+	o.observe(a, held("z", 12), "", none, t0.Add(2*time.Second))
 	check(2, "a renewal and a handover")
-	o.observe(a, lease.State{Token: 12}, none, t0.Add(3*time.Second))
+	o.observe(a, lease.State{Token: 12}, "", none, t0.Add(3*time.Second))
 	check(1, "a release")
 	sem := lease.State{Token: 20, Semaphore: true, Limit: 3, Permits: []lease.Permit{
 		{Number: 1, Holder: "p", Token: 19}, {Number: 3, Holder: "q", Token: 20}}}
-	o.observe(b, sem, none, t0.Add(4*time.Second))
+	o.observe(b, sem, "", none, t0.Add(4*time.Second))
 	check(1, "b, now a semaphore with two permits held (a is free)", 2)
 	o.forget(b)
 	o.forget(a)

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -210,6 +211,106 @@ func TestRenewAlwaysChangesTheStoredRenewTime(t *testing.T) {
 		}
 		if after := stored(l).Spec.RenewTime; after.Equal(before) {
 			t.Errorf("renewal at %s left renewTime at %s: it renews nothing", at.Format(time.RFC3339Nano), after.Format(time.RFC3339Nano))
+		}
+	}
+}
+
+func TestOnlyRenewed(t *testing.T) {
+	// held returns a Lease at rv held by "a" (a lock, or permit 1 of a semaphore of two).
+	held := func(semaphore bool) *coordinationv1.Lease {
+		l := mk("10", "", "10")
+		l.UID = "u1"
+		if semaphore {
+			if _, err := SetPermits(l, 2); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l.ResourceVersion = "11"
+		if _, err := Grant(l, "a", now); err != nil {
+			t.Fatal(err)
+		}
+		l.ResourceVersion = "12"
+		return l
+	}
+	renewed := func(l *coordinationv1.Lease) *coordinationv1.Lease {
+		n := l.DeepCopy()
+		st, _ := Read(l)
+		p, _ := st.HolderOf("a")
+		if err := Renew(n, "a", p.Token, now.Add(5*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		n.ResourceVersion = "13"
+		return n
+	}
+	for _, semaphore := range []bool{false, true} {
+		cases := []struct {
+			name   string
+			change func(l *coordinationv1.Lease) *coordinationv1.Lease
+			want   bool
+		}{
+			{"a renewal", renewed, true},
+			{"a renewal, and the managed fields changed", func(l *coordinationv1.Lease) *coordinationv1.Lease {
+				n := renewed(l)
+				n.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "x"}}
+				return n
+			}, true},
+			{"nothing but the resourceVersion", func(l *coordinationv1.Lease) *coordinationv1.Lease {
+				n := l.DeepCopy()
+				n.ResourceVersion = "13"
+				return n
+			}, false},
+			{"a renewal and the waiting mark", func(l *coordinationv1.Lease) *coordinationv1.Lease {
+				n := renewed(l)
+				n.Annotations[locksv1alpha1.WaitingAnnotation] = "true"
+				return n
+			}, false},
+			{"a renewal and a new lease duration", func(l *coordinationv1.Lease) *coordinationv1.Lease {
+				n := renewed(l)
+				n.Spec.LeaseDurationSeconds = ptr.To[int32](30)
+				return n
+			}, false},
+			{"a renewal and a label", func(l *coordinationv1.Lease) *coordinationv1.Lease {
+				n := renewed(l)
+				n.Labels = map[string]string{"x": "y"}
+				return n
+			}, false},
+			{"released", func(l *coordinationv1.Lease) *coordinationv1.Lease {
+				n := l.DeepCopy()
+				st, _ := Read(l)
+				p, _ := st.HolderOf("a")
+				if _, err := Release(n, "a", p.Token, nil, now); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}, false},
+			{"granted to another in between (the same renewTime)", func(l *coordinationv1.Lease) *coordinationv1.Lease {
+				n := l.DeepCopy()
+				if semaphore {
+					if _, err := Grant(n, "b", now); err != nil {
+						t.Fatal(err)
+					}
+					return n
+				}
+				n.Spec.HolderIdentity = new("b")
+				n.Annotations[locksv1alpha1.TokenAnnotation] = "12"
+				return n
+			}, false},
+			{"another Lease of the same name (recreated)", func(l *coordinationv1.Lease) *coordinationv1.Lease {
+				n := renewed(l)
+				n.UID = "u2"
+				return n
+			}, false},
+		}
+		for _, tc := range cases {
+			old := held(semaphore)
+			cur := tc.change(old.DeepCopy())
+			st, got := OnlyRenewed(old, cur)
+			if got != tc.want {
+				t.Errorf("semaphore %v, %s: OnlyRenewed = %v, want %v", semaphore, tc.name, got, tc.want)
+			}
+			if want, _ := Read(cur); got && !equality.Semantic.DeepEqual(st, want) {
+				t.Errorf("semaphore %v, %s: state %+v, want the new Lease's %+v", semaphore, tc.name, st, want)
+			}
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
@@ -191,6 +192,47 @@ func Renew(l *coordinationv1.Lease, holder string, tok token.Token, now time.Tim
 	p.RenewTime = &t
 	writePermit(l, s, p)
 	return nil
+}
+
+// OnlyRenewed reports whether cur, a later version of the Lease old, differs from it only by
+// renewals (see Renew): every grant kept (holder, token, ticket, acquireTime), one renewTime or
+// more moved on, and nothing else written. It returns cur's state. A manager can note such a
+// write as the signs of life it is without judging the lock again: nothing it judges by changed.
+func OnlyRenewed(old, cur *coordinationv1.Lease) (State, bool) {
+	if old == nil || cur == nil || old.UID != cur.UID {
+		return State{}, false
+	}
+	was, err := Read(old)
+	if err != nil {
+		return State{}, false
+	}
+	st, err := Read(cur)
+	if err != nil || len(st.Permits) != len(was.Permits) {
+		return st, false
+	}
+	// Replay the renewals on old: with them, it must be cur.
+	replay, renewed := old.DeepCopy(), false
+	for i, p := range st.Permits {
+		q := was.Permits[i]
+		if p.Number != q.Number || p.Holder != q.Holder || p.Token != q.Token || p.Ticket != q.Ticket ||
+			!SameTime(p.AcquireTime, q.AcquireTime) {
+			return st, false
+		}
+		if !SameTime(p.RenewTime, q.RenewTime) {
+			writePermit(replay, was, p)
+			renewed = true
+		}
+	}
+	replay.ResourceVersion, replay.ManagedFields = cur.ResourceVersion, cur.ManagedFields
+	return st, renewed && equality.Semantic.DeepEqual(replay, cur)
+}
+
+// SameTime reports whether two optional times are the same instant (both unset counts as same).
+func SameTime(a, b *metav1.MicroTime) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(b)
 }
 
 // Release ends holder's grant and serves the queue in the same write (see serve). q is the

@@ -277,6 +277,19 @@ func (m *managerProcess) metricsText(t *testing.T) string {
 	return string(b)
 }
 
+// cpuSeconds is the process's CPU time (process_cpu_seconds_total) in a metrics text.
+func cpuSeconds(text string) float64 {
+	const name = "process_cpu_seconds_total"
+	var sum float64
+	for line := range strings.SplitSeq(text, "\n") {
+		if strings.HasPrefix(line, name+" ") {
+			f, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+			sum += f
+		}
+	}
+	return sum
+}
+
 // requestsPer is the API server's requests for a resource (and subresource) over verbs between
 // two metrics texts, per one of n things done between them.
 func requestsPer(before, after string, n int, resource, subresource string, verbs ...string) float64 {
