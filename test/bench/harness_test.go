@@ -99,6 +99,12 @@ func (r *report) headline(label string) {
 	x.Headline = label + ": " + cmp.Or(x.Ratio, x.Value)
 }
 
+// headlineFigure is headline with a figure of the caller's.
+func (r *report) headlineFigure(label, figure string) {
+	s := &r.sections[len(r.sections)-1]
+	s.Rows[len(s.Rows)-1].Headline = label + ": " + figure
+}
+
 // headlineValue is headline with the row's value.
 func (r *report) headlineValue(label string) {
 	s := &r.sections[len(r.sections)-1]
