@@ -146,6 +146,6 @@ func conflict(fl *locksv1alpha1.FencedLock) *leaseProblem {
 // ownedByPredecessor reports whether l is controlled by an earlier FencedLock of the same name.
 func ownedByPredecessor(l *coordinationv1.Lease, fl *locksv1alpha1.FencedLock) bool {
 	ref := metav1.GetControllerOf(l)
-	return ref != nil && ref.Kind == "FencedLock" && ref.Name == fl.Name && ref.UID != fl.UID &&
+	return ref != nil && ref.Kind == locksv1alpha1.Kind && ref.Name == fl.Name && ref.UID != fl.UID &&
 		l.Labels[locksv1alpha1.ManagedByLabel] == locksv1alpha1.ManagedByValue
 }

@@ -56,7 +56,7 @@ func (h leaseEvents) noted(oldObj, newObj any) bool {
 		return false
 	}
 	owner := metav1.GetControllerOf(cur)
-	if owner == nil || owner.Kind != "FencedLock" || owner.APIVersion != locksv1alpha1.GroupVersion.String() {
+	if owner == nil || owner.Kind != locksv1alpha1.Kind || owner.APIVersion != locksv1alpha1.GroupVersion.String() {
 		return false
 	}
 	st, renewed := lease.OnlyRenewed(old, cur)

@@ -100,7 +100,7 @@ func (f *Fence) answer(ctx context.Context, ar *reviewRequest) admission.Respons
 // keeps the first message only, so a retry loop stays one event while each token stays visible.
 func (f *Fence) recordDenial(ar *reviewRequest, req Request, lk Lock, d Decision) {
 	fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ar.Namespace, Name: lockName(lk.Key)}}
-	fl.SetGroupVersionKind(locksv1alpha1.GroupVersion.WithKind("FencedLock"))
+	fl.SetGroupVersionKind(locksv1alpha1.GroupVersion.WithKind(locksv1alpha1.Kind))
 	related := &corev1.ObjectReference{APIVersion: schema.GroupVersion{Group: ar.Kind.Group, Version: ar.Kind.Version}.String(),
 		Kind: ar.Kind.Kind, Namespace: ar.Namespace, Name: ar.Name}
 	presented := "none"

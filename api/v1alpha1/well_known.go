@@ -143,6 +143,9 @@ const (
 	ReasonQueueRepaired = "QueueRepaired"
 )
 
+// Kind is a FencedLock's kind, as owner references and GroupVersionKinds name it.
+const Kind = "FencedLock"
+
 // ManagedByLabel and ManagedByValue mark the Leases fencedlock's controller creates, so the
 // manager caches those Leases only and not every Lease of the cluster (node heartbeats, leader
 // elections).

@@ -171,7 +171,7 @@ func grantedLock(ctx context.Context, o *options, name string, g *lock.Grant) (*
 		}
 	}
 	showLease(&fl, st)
-	fl.SetGroupVersionKind(locksv1alpha1.GroupVersion.WithKind("FencedLock"))
+	fl.SetGroupVersionKind(locksv1alpha1.GroupVersion.WithKind(locksv1alpha1.Kind))
 	return &fl, nil
 }
 

@@ -100,7 +100,7 @@ func newGetCommand(o *options) *cobra.Command {
 				// The stored objects, as kubectl get prints them: one object for a name, else a list.
 				list.SetGroupVersionKind(locksv1alpha1.GroupVersion.WithKind("FencedLockList"))
 				for i := range list.Items {
-					list.Items[i].SetGroupVersionKind(locksv1alpha1.GroupVersion.WithKind("FencedLock"))
+					list.Items[i].SetGroupVersionKind(locksv1alpha1.GroupVersion.WithKind(locksv1alpha1.Kind))
 				}
 				if len(args) == 1 {
 					return printer.PrintObj(&list.Items[0], o.streams.Out)

@@ -284,7 +284,7 @@ func cmpTicket(a, b Ticket) int {
 // FencedLock controller reference (a Lease written by an older manager, or not a lock's Lease).
 func QueueOf(l *coordinationv1.Lease) string {
 	ref := metav1.GetControllerOf(l)
-	if ref == nil || ref.Kind != "FencedLock" || ref.UID == "" {
+	if ref == nil || ref.Kind != locksv1alpha1.Kind || ref.UID == "" {
 		return ""
 	}
 	return locksv1alpha1.QueueLeaseName(ref.UID)
