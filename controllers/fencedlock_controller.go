@@ -220,7 +220,7 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 	before, status := *fl.Status.DeepCopy(), computeStatus(&fl, st, qp, now)
 	wake := p.deadline // the timers: a grant's deadline, a queued client's liveness deadline, a coalesced status write
 	if !equality.Semantic.DeepEqual(before, status) {
-		if due := r.observer.statusWrittenAt(key).Add(r.statusRenewalInterval); onlyRenewed(before, status) && now.Before(due) {
+		if due := r.observer.statusWrittenAt(key).Add(r.statusRenewalInterval); onlyRenewalTimes(before, status) && now.Before(due) {
 			wake = earliest(wake, due) // a renewal alone waits for the refresh
 		} else if wait := r.observer.statusWait(key, now, r.statusMinInterval); wait > 0 {
 			wake = earliest(wake, now.Add(wait))

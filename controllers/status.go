@@ -64,9 +64,9 @@ func computeStatus(fl *locksv1alpha1.FencedLock, st lease.State, qp queuePlan, n
 	return s
 }
 
-// onlyRenewed reports whether status after differs from before only by renewal times (of the
+// onlyRenewalTimes reports whether status after differs from before only by renewal times (of the
 // holder, of each permit's holder): the change a renewal alone makes.
-func onlyRenewed(before, after locksv1alpha1.FencedLockStatus) bool {
+func onlyRenewalTimes(before, after locksv1alpha1.FencedLockStatus) bool {
 	if len(before.Holders) != len(after.Holders) {
 		return false
 	}

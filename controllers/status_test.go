@@ -147,7 +147,7 @@ func TestShownIdentity(t *testing.T) {
 	}
 }
 
-func TestOnlyRenewed(t *testing.T) {
+func TestOnlyRenewalTimes(t *testing.T) {
 	at := func(s int) *metav1.MicroTime { m := metav1.NewMicroTime(time.Unix(int64(s), 0)); return &m }
 	lock := locksv1alpha1.FencedLockStatus{Holder: "a", Token: "10", AcquireTime: at(1), RenewTime: at(1), Held: "1/1",
 		Holders: []locksv1alpha1.Holder{{Permit: 1, Identity: "a", Token: "10", AcquireTime: at(1), RenewTime: at(1)}}}
@@ -181,11 +181,11 @@ func TestOnlyRenewed(t *testing.T) {
 	}
 	for _, tc := range cases {
 		before := *lock.DeepCopy()
-		if got := onlyRenewed(before, tc.after); got != tc.want {
-			t.Errorf("%s: onlyRenewed = %v, want %v", tc.name, got, tc.want)
+		if got := onlyRenewalTimes(before, tc.after); got != tc.want {
+			t.Errorf("%s: onlyRenewalTimes = %v, want %v", tc.name, got, tc.want)
 		}
 		if !equality.Semantic.DeepEqual(before, lock) {
-			t.Errorf("%s: onlyRenewed changed its input", tc.name)
+			t.Errorf("%s: onlyRenewalTimes changed its input", tc.name)
 		}
 	}
 }
