@@ -108,7 +108,10 @@ func NewFencedLockReconciler(c client.Client, apiReader client.Reader, recorder 
 // Reconcile brings one FencedLock's Lease and status up to date.
 func (r *FencedLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	now := r.clock.Now()
+	r.observer.setTimer(req.NamespacedName, false) // whatever brought this reconcile is spent
 	wake, err := r.reconcile(ctx, req.NamespacedName, now)
+	// A failed reconcile is retried, by retries or controller-runtime's backoff.
+	r.observer.setTimer(req.NamespacedName, err != nil || !wake.IsZero())
 	if err != nil && !wake.IsZero() {
 		// controller-runtime ignores the Result of a failed reconcile: its backoff (minutes,
 		// growing) would trade the grant's deadline away. Retry with a backoff of our own, never

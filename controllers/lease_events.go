@@ -35,7 +35,8 @@ import (
 // except on a renewal alone: that is noted as the sign of life it is (observer.noteRenewals) and
 // needs no reconcile, since nothing a reconcile judges by changed. Renewals are most of a held
 // lock's writes, a third of its lease duration apart; the deadline the lock was requeued for
-// before the renewal still comes, and finds the new observation.
+// before the renewal still comes, and finds the new observation. A lock with no such timer (its
+// last reconcile ended on a write, counting on that write's event) is woken as Owns would.
 type leaseEvents struct {
 	handler.EventHandler // the owner's request, as Owns enqueues it
 	r                    *FencedLockReconciler

@@ -35,8 +35,9 @@ import (
 	"github.com/fencedlock/fencedlock/pkg/lease"
 )
 
-// A renewal alone is noted on its event, without a reconcile; every other write wakes the lock;
-// and a reconcile that read the Lease from before a noted renewal does not take it back.
+// A renewal alone is noted on its event, without a reconcile, while the lock has a timer to wake
+// it; every other write wakes the lock; and a reconcile that read the Lease from before a noted
+// renewal does not take it back.
 func TestLeaseEventsNoteRenewals(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	r := &FencedLockReconciler{observer: newObserver(), clock: clk}
@@ -87,7 +88,17 @@ func TestLeaseEventsNoteRenewals(t *testing.T) {
 	}
 	r.observer.observe(key, stateOf(g), g.ResourceVersion, none, t0)
 
-	clk.Step(4 * time.Second) // t0+5s
+	// A reconcile that ended on a write (a revocation that conflicted with this very renewal) set
+	// no timer: its write's event was to bring the next look. Noting the renewal would leave the
+	// lock with no reconcile to come, and a holder that died after it with its grant for good.
+	r.observer.setTimer(key, false)
+	clk.Step(time.Second)
+	if !update(g, renew(g, "12")) {
+		t.Fatal("a renewal of a lock with no timer set must wake the lock")
+	}
+	r.observer.setTimer(key, true) // the reconcile it woke requeued at the grant's deadline
+
+	clk.Step(3 * time.Second) // t0+5s
 	r1 := renew(g, "12")
 	if update(g, r1) {
 		t.Fatal("a renewal alone woke the lock")

@@ -68,6 +68,9 @@ type lockObservation struct {
 	revoked int
 	// failures counts the reconciles of the lock that failed in a row (see retryBackoff).
 	failures int
+	// timer says that the lock's last reconcile left it a wake-up (a deadline it requeued for, or
+	// a retry), which nothing since has consumed (see setTimer).
+	timer bool
 	// ungated are the holder pods this controller ungated, and when: until the cache shows the
 	// patch, a pod still looks gated, and patching it again would be a wasted write. An entry
 	// goes once its pod holds no permit and the cache has had ungatedMemory to catch up.
@@ -145,7 +148,8 @@ func (o *observer) observe(key types.NamespacedName, st lease.State, rv string, 
 // noteRenewals records the renewals of the lock's Lease at resourceVersion rv, whose state st
 // differs from the version before only by them (lease.OnlyRenewed), as observe would, and
 // reports whether it did. It does not when the grants renewed are not the ones observed (none
-// observed yet, after a start) or are pods' (judged by their pods): the lock is then reconciled.
+// observed yet, after a start) or are pods' (judged by their pods), or when no timer is set to
+// bring the lock's next reconcile (setTimer): the lock is then reconciled.
 func (o *observer) noteRenewals(key types.NamespacedName, st lease.State, rv string, now time.Time) bool {
 	v, err := strconv.ParseUint(rv, 10, 64)
 	if err != nil {
@@ -154,7 +158,7 @@ func (o *observer) noteRenewals(key types.NamespacedName, st lease.State, rv str
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	lo, ok := o.obs[key]
-	if !ok || len(lo.grants) != len(st.Permits) {
+	if !ok || !lo.timer || len(lo.grants) != len(st.Permits) {
 		return false
 	}
 	for _, p := range st.Permits {
@@ -170,6 +174,19 @@ func (o *observer) noteRenewals(key types.NamespacedName, st lease.State, rv str
 	}
 	lo.grants, lo.notedRV = next, v
 	return true
+}
+
+// setTimer records whether the lock has a wake-up to come: Reconcile clears it when it starts (the
+// workqueue hands the lock out once, whatever timer brought it) and sets it when it requeues the
+// lock or fails. A renewal is only noted (noteRenewals) while it is set: a reconcile that ended
+// on a Lease write counts on that write's event, and when the write conflicted with a renewal,
+// that event is the renewal.
+func (o *observer) setTimer(key types.NamespacedName, on bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if lo, ok := o.obs[key]; ok { // a forgotten lock stays forgotten
+		lo.timer = on
+	}
 }
 
 // noteUngated records that the controller ungated pod uid at now.
