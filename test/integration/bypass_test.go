@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
@@ -119,9 +120,13 @@ var _ = Describe("No way around the fence", func() {
 		gs, err := kit.Locker(ns, "short", "sleeper").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(k8sClient.Create(ctx, util.FencedConfigMap(ns, "short-cm", "short", gs.Token(), "1"))).To(Succeed())
-		Eventually(func() string {
-			return kit.GetLease(ns, "short").Annotations[locksv1alpha1.RevokedTokenAnnotation]
-		}, 10*time.Second, 50*time.Millisecond).Should(Equal(gs.Token().String()), "the controller revokes the unrenewed grant")
+		Eventually(func(g Gomega) {
+			// Should this ever take long, the failure shows where the lock stands.
+			l, fl := kit.GetLease(ns, "short"), kit.GetLock(ns, "short")
+			g.Expect(l.Annotations[locksv1alpha1.RevokedTokenAnnotation]).To(Equal(gs.Token().String()),
+				"the controller revokes the unrenewed grant (Lease: holder %v, renewTime %v, resourceVersion %s, annotations %v; lock status %+v)",
+				ptr.Deref(l.Spec.HolderIdentity, ""), l.Spec.RenewTime, l.ResourceVersion, l.Annotations, fl.Status)
+		}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
 		patch := mergePatch(`{"metadata":{"annotations":{%q:%q}},"data":{"balance":"late"}}`, locksv1alpha1.TokenAnnotation, gs.Token())
 		deniedWith(k8sClient.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "short-cm"}}, patch),
 			"revoked by the controller because its lease expired")
