@@ -79,8 +79,27 @@ func envOr(k, def string) string {
 
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
-	RunSpecs(t, "fencedlock e2e suite (real single-node cluster)")
+	if !RunSpecs(t, "fencedlock e2e suite (real single-node cluster)") {
+		// The failures' messages once more, last: a CI log shown by its tail then says why.
+		fmt.Print(failuresInBrief)
+	}
 }
+
+// failuresInBrief holds the start of every failed spec's message, as ReportAfterSuite gathered it.
+var failuresInBrief string
+
+var _ = ReportAfterSuite("failures in brief", func(r Report) {
+	var b strings.Builder
+	for _, s := range r.SpecReports {
+		if !s.Failed() {
+			continue
+		}
+		lines := strings.Split(s.Failure.Message, "\n")
+		fmt.Fprintf(&b, "FAILED %s (%s)\n  %s\n", s.FullText(), s.Failure.Location,
+			strings.Join(lines[:min(len(lines), 25)], "\n  "))
+	}
+	failuresInBrief = b.String()
+})
 
 // run runs a command from the repository root with the suite's environment, streaming its output.
 func run(name string, args ...string) string {

@@ -19,18 +19,21 @@ limitations under the License.
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -147,6 +150,42 @@ func jobPods(ns, job string) []corev1.Pod {
 	return pods.Items
 }
 
+// jobState tells where a Job under lock lockName stands, for a spec that timed out waiting for it:
+// the Job's counts, each pod's phase, gate, grant annotations and container end, the tail of a
+// failed pod's log, the lock's status and its Lease's holders.
+func jobState(ns, job, lockName string) string {
+	var b strings.Builder
+	var j batchv1.Job
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: job}, &j); err == nil {
+		fmt.Fprintf(&b, "job %s: active %d, succeeded %d, failed %d\n", job, j.Status.Active, j.Status.Succeeded, j.Status.Failed)
+	}
+	for _, p := range jobPods(ns, job) {
+		fmt.Fprintf(&b, "pod %s: %s gated=%t token=%q permit=%q", p.Name, p.Status.Phase, locksv1alpha1.HasLockGate(&p),
+			p.Annotations[locksv1alpha1.TokenAnnotation], p.Annotations[locksv1alpha1.PodPermitAnnotation])
+		for _, c := range p.Status.ContainerStatuses {
+			if t := c.State.Terminated; t != nil {
+				fmt.Fprintf(&b, " exit=%d (%s)", t.ExitCode, t.Reason)
+			}
+		}
+		b.WriteString("\n")
+		if p.Status.Phase == corev1.PodFailed {
+			out, _ := clientset.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr.To[int64](5)}).DoRaw(ctx)
+			fmt.Fprintf(&b, "  log tail: %s\n", strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", "\n  "))
+		}
+	}
+	var fl locksv1alpha1.FencedLock
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: lockName}, &fl); err == nil {
+		st, _ := json.Marshal(fl.Status)
+		fmt.Fprintf(&b, "lock %s status: %s\n", lockName, st)
+	}
+	var l coordinationv1.Lease
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: lockName}, &l); err == nil {
+		fmt.Fprintf(&b, "lease %s rv %s holder %q annotations %v\n", lockName, l.ResourceVersion,
+			ptr.Deref(l.Spec.HolderIdentity, ""), l.Annotations)
+	}
+	return b.String()
+}
+
 var _ = Describe("Jobs and pods as lock holders on a real node", func() {
 	It("runs a Job's pods one at a time, each with a higher token from the downward API", func() {
 		ns := kit.NewNamespace()
@@ -157,7 +196,7 @@ var _ = Describe("Jobs and pods as lock holders on a real node", func() {
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(job), job)).To(Succeed())
 			g.Expect(job.Status.Failed).To(BeZero())
 			g.Expect(job.Status.Succeeded).To(Equal(int32(3)))
-		}, 3*time.Minute, 200*time.Millisecond).Should(Succeed())
+		}, 3*time.Minute, 200*time.Millisecond).Should(Succeed(), func() string { return jobState(ns, job.Name, "settle") })
 		AddReportEntry("job with 3 serialized pods", time.Since(start).Round(time.Millisecond).String())
 
 		pods := jobPods(ns, "settle")

@@ -62,7 +62,7 @@ var _ = Describe("A semaphore's Job on a real node", func() {
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(job), job)).To(Succeed())
 			g.Expect(job.Status.Failed).To(BeZero())
 			g.Expect(job.Status.Succeeded).To(Equal(int32(5)))
-		}, 4*time.Minute, 100*time.Millisecond).Should(Succeed())
+		}, 4*time.Minute, 100*time.Millisecond).Should(Succeed(), func() string { return jobState(ns, job.Name, "reindex") })
 		Expect(most).To(Equal(2), "two pods ran at once")
 		Expect(sawWaiting).To(BeTrue(), "a pod waited gated while both permits were held")
 
