@@ -152,7 +152,7 @@ func jobPods(ns, job string) []corev1.Pod {
 
 // jobState tells where a Job under lock lockName stands, for a spec that timed out waiting for it:
 // the Job's counts, each pod's phase, gate, grant annotations and container end, the tail of a
-// failed pod's log, the lock's status and its Lease's holders.
+// failed pod's log, the lock's status, its Lease's holders and the namespace's last warnings.
 func jobState(ns, job, lockName string) string {
 	var b strings.Builder
 	var j batchv1.Job
@@ -182,6 +182,12 @@ func jobState(ns, job, lockName string) string {
 	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: lockName}, &l); err == nil {
 		fmt.Fprintf(&b, "lease %s rv %s holder %q annotations %v\n", lockName, l.ResourceVersion,
 			ptr.Deref(l.Spec.HolderIdentity, ""), l.Annotations)
+	}
+	// The namespace's warnings (a pod the Job could not create, a refused write), last ones last.
+	if evs, err := clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "type=Warning"}); err == nil {
+		for _, e := range evs.Items[max(0, len(evs.Items)-10):] {
+			fmt.Fprintf(&b, "warning %s %s/%s x%d: %s\n", e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Count, e.Message)
+		}
 	}
 	return b.String()
 }
