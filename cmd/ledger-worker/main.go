@@ -18,13 +18,14 @@ limitations under the License.
 // tests: it acquires a FencedLock (or takes the token a pod was granted), works for a while, then
 // writes a fenced ConfigMap with its fencing token and reports what the API server said.
 //
-// It writes with a merge patch, a blind write that Kubernetes' own resourceVersion checks do not
-// guard, so the fence is the only thing standing between a stale holder and newer data.
+// It writes with a server-side apply, forced and without a resourceVersion: a blind write that
+// Kubernetes' own resourceVersion checks do not guard, so the fence is the only thing standing
+// between a stale holder and newer data. One request creates the ConfigMap or updates it, so the
+// holders of a semaphore's permits, writing at once, never race to create it.
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -34,10 +35,9 @@ import (
 	"syscall"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -45,6 +45,9 @@ import (
 	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/pkg/token"
 )
+
+// fieldManager owns the fields the worker applies.
+const fieldManager = "ledger-worker"
 
 // Exit codes.
 const (
@@ -250,22 +253,14 @@ func tokenGiven(c config) (token.Token, error) {
 	return t, nil
 }
 
-// write sets the ledger's content with a blind merge patch carrying the token, creating the
-// ConfigMap if it does not exist yet.
+// write sets the ledger's content and token with one forced server-side apply, which creates the
+// ConfigMap if it does not exist yet: a patch, then a create when the patch found nothing, lost
+// the create to another permit's holder that wrote at the same moment (AlreadyExists).
 func write(ctx context.Context, cs kubernetes.Interface, c config, tok token.Token, who, entry string) error {
-	labels := map[string]string{locksv1alpha1.FencedByLabel: c.lockName}
-	annotations := map[string]string{locksv1alpha1.TokenAnnotation: tok.String()}
-	data := map[string]string{"entry": entry, "writer": who, "token": tok.String()}
-	patch, _ := json.Marshal(map[string]any{
-		"metadata": map[string]any{"labels": labels, "annotations": annotations}, "data": data})
-	cms := cs.CoreV1().ConfigMaps(c.namespace)
-	_, err := cms.Patch(ctx, c.configMap, types.MergePatchType, patch, metav1.PatchOptions{})
-	if !apierrors.IsNotFound(err) {
-		return err
-	}
-	_, err = cms.Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: c.configMap, Namespace: c.namespace, Labels: labels, Annotations: annotations},
-		Data:       data,
-	}, metav1.CreateOptions{})
+	cm := corev1ac.ConfigMap(c.configMap, c.namespace).
+		WithLabels(map[string]string{locksv1alpha1.FencedByLabel: c.lockName}).
+		WithAnnotations(map[string]string{locksv1alpha1.TokenAnnotation: tok.String()}).
+		WithData(map[string]string{"entry": entry, "writer": who, "token": tok.String()})
+	_, err := cs.CoreV1().ConfigMaps(c.namespace).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
 	return err
 }

@@ -333,3 +333,41 @@ func setFence(ns, name, fenceJSON string) {
 	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"fence":`+fenceJSON+`}}`))
 	ExpectWithOffset(1, k8sClient.Patch(ctx, fl, patch)).To(Succeed())
 }
+
+var _ = Describe("The holders of a semaphore's permits, as OS processes", func() {
+	It("write one ConfigMap that does not exist yet at the same moment, and every write lands", func() {
+		workerBin, kubeconfig := buildWithKubeconfig("github.com/fencedlock/fencedlock/cmd/ledger-worker", "worker")
+		ns := kit.NewNamespace()
+		const permits = 4
+		kit.NewLock(ns, "reindex", util.Permits(permits), util.LeaseSeconds(60))
+		tokens := make([]string, permits)
+		for i := range tokens {
+			g, err := kit.Locker(ns, "reindex", fmt.Sprintf("holder-%d", i)).TryAcquire(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			tokens[i] = g.Token().String()
+		}
+
+		// The sample Job's pods start their writes within milliseconds of each other when they are
+		// granted together: a create that lost to another holder's must not fail the write. A few
+		// rounds, each on a ConfigMap of its own, make the collision likely.
+		for round := range 5 {
+			name := fmt.Sprintf("reindex-%d", round)
+			workers := make([]*gexec.Session, permits)
+			for i := range workers {
+				cmd := exec.Command(workerBin, "--kubeconfig", kubeconfig, "--namespace", ns, "--lock", "reindex",
+					"--configmap", name, "--identity", fmt.Sprintf("holder-%d", i), "--token-from-env", "FENCING_TOKEN")
+				cmd.Env = append(cmd.Environ(), "FENCING_TOKEN="+tokens[i])
+				s, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
+				Expect(err).NotTo(HaveOccurred())
+				workers[i] = s
+			}
+			for i, s := range workers {
+				Eventually(s, 30*time.Second).Should(gexec.Exit(0), "holder-%d, round %d:\n%s", i, round, s.Out.Contents())
+			}
+			cm := &corev1.ConfigMap{}
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cm)).To(Succeed())
+			Expect(tokens).To(ContainElement(cm.Annotations[locksv1alpha1.RecordedTokenAnnotation]))
+			Expect(cm.Data["token"]).To(Equal(cm.Annotations[locksv1alpha1.RecordedTokenAnnotation]), "the last write landed whole")
+		}
+	})
+})
