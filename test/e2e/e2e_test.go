@@ -150,6 +150,16 @@ func jobPods(ns, job string) []corev1.Pod {
 	return pods.Items
 }
 
+// expectJobSucceeded is the poll of a wait for a Job: read it, n pods succeeded and none failed.
+// A failed pod never un-fails, so it ends the wait at once, not at its timeout.
+func expectJobSucceeded(g Gomega, job *batchv1.Job, n int32) {
+	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(job), job)).To(Succeed())
+	if job.Status.Failed > 0 {
+		StopTrying(fmt.Sprintf("Job %s/%s: %d pod(s) failed, where none may", job.Namespace, job.Name, job.Status.Failed)).Now()
+	}
+	g.Expect(job.Status.Succeeded).To(Equal(n))
+}
+
 // jobState tells where a Job under lock lockName stands, for a spec that timed out waiting for it:
 // the Job's counts, each pod's phase, gate, grant annotations and container end, the tail of a
 // failed pod's log, the lock's status, its Lease's holders and the namespace's last warnings.
@@ -174,12 +184,16 @@ func jobState(ns, job, lockName string) string {
 		}
 	}
 	var fl locksv1alpha1.FencedLock
-	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: lockName}, &fl); err == nil {
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: lockName}, &fl); err != nil {
+		fmt.Fprintf(&b, "lock %s: %v\n", lockName, err)
+	} else {
 		st, _ := json.Marshal(fl.Status)
 		fmt.Fprintf(&b, "lock %s status: %s\n", lockName, st)
 	}
 	var l coordinationv1.Lease
-	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: lockName}, &l); err == nil {
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: lockName}, &l); err != nil {
+		fmt.Fprintf(&b, "lease %s: %v\n", lockName, err)
+	} else {
 		fmt.Fprintf(&b, "lease %s rv %s holder %q annotations %v\n", lockName, l.ResourceVersion,
 			ptr.Deref(l.Spec.HolderIdentity, ""), l.Annotations)
 	}
@@ -199,10 +213,8 @@ var _ = Describe("Jobs and pods as lock holders on a real node", func() {
 		start := time.Now()
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
 		Eventually(func(g Gomega) {
-			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(job), job)).To(Succeed())
-			g.Expect(job.Status.Failed).To(BeZero())
-			g.Expect(job.Status.Succeeded).To(Equal(int32(3)))
-		}, 3*time.Minute, 200*time.Millisecond).Should(Succeed(), func() string { return jobState(ns, job.Name, "settle") })
+			expectJobSucceeded(g, job, 3)
+		}, 3*time.Minute, 200*time.Millisecond).Should(Succeed(), func() string { return jobState(ns, job.Name, "ledger") })
 		AddReportEntry("job with 3 serialized pods", time.Since(start).Round(time.Millisecond).String())
 
 		pods := jobPods(ns, "settle")

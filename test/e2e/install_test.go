@@ -202,10 +202,8 @@ var _ = Describe("The manager's two replicas", func() {
 
 		By("the Job still finishes, one pod at a time, with rising tokens")
 		Eventually(func(g Gomega) {
-			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(job), job)).To(Succeed())
-			g.Expect(job.Status.Failed).To(BeZero())
-			g.Expect(job.Status.Succeeded).To(Equal(int32(3)))
-		}, 3*time.Minute, 200*time.Millisecond).Should(Succeed())
+			expectJobSucceeded(g, job, 3)
+		}, 3*time.Minute, 200*time.Millisecond).Should(Succeed(), func() string { return jobState(ns, job.Name, "ledger") })
 		results := stopProber()
 		grants := make([]grant, 0, 3)
 		for _, p := range jobPods(ns, job.Name) {
