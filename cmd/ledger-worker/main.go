@@ -254,8 +254,8 @@ func tokenGiven(c config) (token.Token, error) {
 }
 
 // write sets the ledger's content and token with one forced server-side apply, which creates the
-// ConfigMap if it does not exist yet: a patch, then a create when the patch found nothing, lost
-// the create to another permit's holder that wrote at the same moment (AlreadyExists).
+// ConfigMap if it does not exist yet. (A patch followed by a create, when the patch found nothing,
+// could lose that create to another permit's holder writing at the same moment: AlreadyExists.)
 func write(ctx context.Context, cs kubernetes.Interface, c config, tok token.Token, who, entry string) error {
 	cm := corev1ac.ConfigMap(c.configMap, c.namespace).
 		WithLabels(map[string]string{locksv1alpha1.FencedByLabel: c.lockName}).
