@@ -160,16 +160,20 @@ func expectJobSucceeded(g Gomega, job *batchv1.Job, n int32) {
 	g.Expect(job.Status.Succeeded).To(Equal(n))
 }
 
-// jobState tells where a Job under lock lockName stands, for a spec that timed out waiting for it:
-// the Job's counts, each pod's phase, gate, grant annotations and container end, the tail of a
-// failed pod's log, the lock's status, its Lease's holders and the namespace's last warnings.
-func jobState(ns, job, lockName string) string {
+// jobState tells where a Job stands, for a spec whose wait for it failed: the Job's counts, each
+// pod's phase, gate, grant annotations and container end, the tail of a failed pod's log, and the
+// status and Lease of the lock its pods ask for (their template's lock label), with the
+// namespace's last warnings.
+func jobState(job *batchv1.Job) string {
 	var b strings.Builder
+	ns, lockName := job.Namespace, job.Spec.Template.Labels[locksv1alpha1.LockLabel]
 	var j batchv1.Job
-	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: job}, &j); err == nil {
-		fmt.Fprintf(&b, "job %s: active %d, succeeded %d, failed %d\n", job, j.Status.Active, j.Status.Succeeded, j.Status.Failed)
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(job), &j); err != nil {
+		fmt.Fprintf(&b, "job %s: %v\n", job.Name, err)
+	} else {
+		fmt.Fprintf(&b, "job %s: active %d, succeeded %d, failed %d\n", job.Name, j.Status.Active, j.Status.Succeeded, j.Status.Failed)
 	}
-	for _, p := range jobPods(ns, job) {
+	for _, p := range jobPods(ns, job.Name) {
 		fmt.Fprintf(&b, "pod %s: %s gated=%t token=%q permit=%q", p.Name, p.Status.Phase, locksv1alpha1.HasLockGate(&p),
 			p.Annotations[locksv1alpha1.TokenAnnotation], p.Annotations[locksv1alpha1.PodPermitAnnotation])
 		for _, c := range p.Status.ContainerStatuses {
@@ -214,7 +218,7 @@ var _ = Describe("Jobs and pods as lock holders on a real node", func() {
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
 		Eventually(func(g Gomega) {
 			expectJobSucceeded(g, job, 3)
-		}, 3*time.Minute, 200*time.Millisecond).Should(Succeed(), func() string { return jobState(ns, job.Name, "ledger") })
+		}, 3*time.Minute, 200*time.Millisecond).Should(Succeed(), func() string { return jobState(job) })
 		AddReportEntry("job with 3 serialized pods", time.Since(start).Round(time.Millisecond).String())
 
 		pods := jobPods(ns, "settle")

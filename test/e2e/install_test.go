@@ -203,7 +203,7 @@ var _ = Describe("The manager's two replicas", func() {
 		By("the Job still finishes, one pod at a time, with rising tokens")
 		Eventually(func(g Gomega) {
 			expectJobSucceeded(g, job, 3)
-		}, 3*time.Minute, 200*time.Millisecond).Should(Succeed(), func() string { return jobState(ns, job.Name, "ledger") })
+		}, 3*time.Minute, 200*time.Millisecond).Should(Succeed(), func() string { return jobState(job) })
 		results := stopProber()
 		grants := make([]grant, 0, 3)
 		for _, p := range jobPods(ns, job.Name) {

@@ -60,7 +60,7 @@ var _ = Describe("A semaphore's Job on a real node", func() {
 			sawWaiting = sawWaiting || (running == 2 && gated > 0)
 			g.Expect(running).To(BeNumerically("<=", 2), "more pods run than the semaphore has permits")
 			expectJobSucceeded(g, job, 5)
-		}, 4*time.Minute, 100*time.Millisecond).Should(Succeed(), func() string { return jobState(ns, job.Name, "reindex") })
+		}, 4*time.Minute, 100*time.Millisecond).Should(Succeed(), func() string { return jobState(job) })
 		Expect(most).To(Equal(2), "two pods ran at once")
 		Expect(sawWaiting).To(BeTrue(), "a pod waited gated while both permits were held")
 
