@@ -110,13 +110,16 @@ func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.
 	}
 	in.q = lease.ReadQueue(&ql)
 	_, moved := ql.Annotations[locksv1alpha1.QueueUnreadableAnnotation]
+	// A queue Lease made by a manager before the role label existed gets it with the next write.
+	unlabelled := ql.Labels[locksv1alpha1.RoleLabel] != locksv1alpha1.RoleQueue
 	p = planQueue(in)
 	r.observer.setSeen(lk, p.Seen)
-	if !p.Changed && !moved {
+	if !p.Changed && !moved && !unlabelled {
 		return p, false, nil
 	}
 	_, err = lease.CAS(ctx, lease.ClientWriter{Client: r.Client}, &ql, func(next *coordinationv1.Lease) error {
 		delete(next.Annotations, locksv1alpha1.QueueUnreadableAnnotation)
+		metav1.SetMetaDataLabel(&next.ObjectMeta, locksv1alpha1.RoleLabel, locksv1alpha1.RoleQueue)
 		return lease.WriteQueue(next, p.Queue)
 	})
 	if apierrors.IsConflict(err) {
@@ -177,7 +180,8 @@ func (r *FencedLockReconciler) createQueue(ctx context.Context, fl *locksv1alpha
 	ql := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
 		Name:      name,
 		Namespace: fl.Namespace,
-		Labels:    map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue},
+		Labels: map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue,
+			locksv1alpha1.RoleLabel: locksv1alpha1.RoleQueue},
 	}}
 	if err := lease.WriteQueue(ql, lease.Queue{Next: st.Served + 1}); err != nil {
 		return false, err

@@ -154,6 +154,16 @@ const (
 	ManagedByValue = "fencedlock"
 )
 
+// RoleLabel and RoleQueue mark a lock's queue Lease (QueueLeaseName), so that the API server sends
+// its writes to the queue's admission policy (config/policy/queue_lease.yaml) and the lock Lease's
+// to the Lease protocol's, by label alone: joins and beats then skip the lock's rules, which
+// cannot apply to a Lease without holder or token. Only the manager sets labels on these Leases,
+// so nobody can move a Lease from one policy to the other.
+const (
+	RoleLabel = "fencedlock.io/role"
+	RoleQueue = "queue"
+)
+
 // PodHolderPrefix starts the holder identity of a pod holder: "pod/<pod name>/<pod uid>". The UID
 // makes a recreated pod of the same name a different holder.
 const PodHolderPrefix = "pod/"

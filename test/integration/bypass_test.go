@@ -18,6 +18,8 @@ package integration
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -38,6 +40,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/token"
 	"github.com/fencedlock/fencedlock/test/util"
 )
@@ -70,6 +73,24 @@ func policyDenied(err error, policy, want string) {
 	ExpectWithOffset(1, err).To(HaveOccurred())
 	ExpectWithOffset(1, err.Error()).To(ContainSubstring(fmt.Sprintf("ValidatingAdmissionPolicy '%s'", policy)))
 	ExpectWithOffset(1, err.Error()).To(ContainSubstring(want))
+}
+
+// policyDenials is how many admission requests a ValidatingAdmissionPolicy has refused, by the API
+// server's counter (it counts refusals only).
+func policyDenials(policy string) float64 {
+	raw, err := clientset.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	var n float64
+	for line := range strings.Lines(string(raw)) {
+		if strings.HasPrefix(line, "apiserver_validating_admission_policy_check_total{") &&
+			strings.Contains(line, `policy="`+policy+`"`) {
+			f := strings.Fields(line)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			ExpectWithOffset(1, err).NotTo(HaveOccurred())
+			n += v
+		}
+	}
+	return n
 }
 
 var _ = Describe("No way around the fence", func() {
@@ -257,6 +278,91 @@ var _ = Describe("No way around the fence", func() {
 		policyDenied(mallory.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine",
 			Labels: map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue}}}),
 			"fencedlock-lease-protocol", "create a FencedLock instead")
+	})
+
+	It("keeps a lock's queue Lease apart from its lock Lease: nobody but the manager moves a Lease between their policies", func() {
+		mallory, _ := ordinaryUser(ns, "mallory")
+		fl := &locksv1alpha1.FencedLock{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "settlement"}, fl)).To(Succeed())
+		var ql *coordinationv1.Lease
+		Eventually(func(g Gomega) {
+			ql = &coordinationv1.Lease{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: locksv1alpha1.QueueLeaseName(fl.UID)}, ql)).To(Succeed())
+		}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+		Expect(ql.Labels).To(HaveKeyWithValue(locksv1alpha1.RoleLabel, locksv1alpha1.RoleQueue), "the manager marks the queue Lease")
+
+		// Each refusal is counted against the policies that judged the write. A write that marks or
+		// unmarks a Lease is judged by both (an objectSelector matches the old or the new object),
+		// and the API server reports either refusal; any other write to a queue Lease by the
+		// queue's rules alone.
+		lockLease := kit.GetLease(ns, "settlement")
+		onQueue := func(mutate func(*coordinationv1.Lease)) func() error {
+			return func() error {
+				next := ql.DeepCopy()
+				mutate(next)
+				return mallory.Update(ctx, next)
+			}
+		}
+		for _, tc := range []struct {
+			what, want string // want: a regular expression the refusal matches
+			write      func() error
+			both       bool // judged by the lock's rules too
+		}{
+			{"marking the lock Lease as a queue, to escape the lock's rules", "set by the fencedlock manager|has no holder",
+				func() error {
+					mark := lockLease.DeepCopy()
+					mark.Labels[locksv1alpha1.RoleLabel] = locksv1alpha1.RoleQueue
+					return mallory.Update(ctx, mark)
+				}, true},
+			{"creating a Lease marked as a queue", "create a FencedLock instead", func() error {
+				return mallory.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "my-queue",
+					Labels: map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue, locksv1alpha1.RoleLabel: locksv1alpha1.RoleQueue}}})
+			}, false},
+			{"unmarking the queue Lease", "set by the fencedlock manager",
+				onQueue(func(l *coordinationv1.Lease) { delete(l.Labels, locksv1alpha1.RoleLabel) }), true},
+			{"removing the queue Lease's owner", "set by the fencedlock manager",
+				onQueue(func(l *coordinationv1.Lease) { l.OwnerReferences = nil }), false},
+			{"giving the queue Lease a duration", "set by the fencedlock manager",
+				onQueue(func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = new(int32(3600)) }), false},
+			{"giving the queue Lease a holder", "has no holder",
+				onQueue(func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = new("mallory") }), false},
+			{"giving the queue Lease a token", "only fencedlock.io/queue and fencedlock.io/queue-unreadable",
+				onQueue(func(l *coordinationv1.Lease) {
+					metav1.SetMetaDataAnnotation(&l.ObjectMeta, locksv1alpha1.TokenAnnotation, l.ResourceVersion)
+				}), false},
+			{"giving the queue Lease the waiting mark", "only fencedlock.io/queue and fencedlock.io/queue-unreadable",
+				onQueue(func(l *coordinationv1.Lease) {
+					metav1.SetMetaDataAnnotation(&l.ObjectMeta, locksv1alpha1.WaitingAnnotation, "true")
+				}), false},
+		} {
+			By(tc.what + ": refused")
+			lock0, queue0 := policyDenials("fencedlock-lease-protocol"), policyDenials("fencedlock-queue-lease")
+			err := tc.write()
+			Expect(err).To(MatchError(MatchRegexp(`ValidatingAdmissionPolicy 'fencedlock-(queue-lease|lease-protocol)'`)))
+			Expect(err).To(MatchError(MatchRegexp(tc.want)))
+			lockDenied, queueDenied := policyDenials("fencedlock-lease-protocol")-lock0, policyDenials("fencedlock-queue-lease")-queue0
+			Expect(queueDenied).To(BeNumerically(">=", 1), "the queue's rules judged it")
+			if tc.both {
+				Expect(lockDenied).To(BeNumerically(">=", 1), "the lock's rules judged it too")
+			} else {
+				Expect(lockDenied).To(BeZero(), "the lock's rules did not judge it")
+			}
+		}
+
+		By("a join, as docs/protocol.md writes it, is admitted")
+		join := ql.DeepCopy()
+		q := lease.ReadQueue(join)
+		q.Join("mallory", 0, time.Now())
+		Expect(lease.WriteQueue(join, q)).To(Succeed())
+		Expect(mallory.Update(ctx, join)).To(Succeed())
+
+		By("a queue Lease made before the role label existed gets it from the manager")
+		Expect(k8sClient.Patch(ctx, join, client.RawPatch(types.JSONPatchType,
+			[]byte(`[{"op":"remove","path":"/metadata/labels/fencedlock.io~1role"}]`)))).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(join), join)).To(Succeed())
+			g.Expect(join.Labels).To(HaveKeyWithValue(locksv1alpha1.RoleLabel, locksv1alpha1.RoleQueue))
+		}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
 	})
 
 	It("trusts only the Lease the FencedLock owns", func() {

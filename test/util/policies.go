@@ -39,7 +39,7 @@ import (
 )
 
 // InstallPolicies creates the admission policies of config/policy (the token record, the Lease
-// protocol, the pod grant rules) as the install does, and waits until the API server enforces them.
+// protocol, the queue Lease's rules, the pod grant rules) as the install does, and waits until the API server enforces them.
 func InstallPolicies(ctx context.Context, cfg *rest.Config) error {
 	cl, err := client.New(cfg, client.Options{Scheme: Scheme()})
 	if err != nil {
@@ -107,28 +107,49 @@ func PolicyObjects(file, prefix string) ([]*unstructured.Unstructured, error) {
 	}
 }
 
-// waitEnforced probes the Lease protocol, which binds every principal: removing the token of a
-// managed Lease is refused once the policies are loaded (they load asynchronously, within a second).
+// waitEnforced probes the rules that bind every principal, one per policy a lock's Leases meet:
+// removing the token of a lock Lease, giving a queue Lease a holder. Each is refused once its
+// policy is loaded (they load asynchronously, within a second).
 func waitEnforced(ctx context.Context, cl client.Client) error {
-	probe := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "fencedlock-policy-probe",
+	for _, probe := range []struct {
+		role   string
+		mutate func(*coordinationv1.Lease)
+	}{
+		{"", func(l *coordinationv1.Lease) { l.Annotations = nil }},
+		{locksv1alpha1.RoleQueue, func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = new("probe") }},
+	} {
+		if err := waitRefused(ctx, cl, probe.role, probe.mutate); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func waitRefused(ctx context.Context, cl client.Client, role string, mutate func(*coordinationv1.Lease)) error {
+	probe := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "fencedlock-policy-probe" + role,
 		Labels: map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue}}}
+	if role != "" {
+		probe.Labels[locksv1alpha1.RoleLabel] = role
+	}
 	if err := cl.Create(ctx, probe); err != nil {
 		return fmt.Errorf("creating the policy probe: %w", err)
 	}
 	defer func() { _ = cl.Delete(context.Background(), probe) }()
-	probe.Annotations = map[string]string{locksv1alpha1.TokenAnnotation: probe.ResourceVersion}
-	if err := cl.Update(ctx, probe); err != nil {
-		return fmt.Errorf("stamping the policy probe: %w", err)
+	if role == "" {
+		probe.Annotations = map[string]string{locksv1alpha1.TokenAnnotation: probe.ResourceVersion}
+		if err := cl.Update(ctx, probe); err != nil {
+			return fmt.Errorf("stamping the policy probe: %w", err)
+		}
 	}
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		p := probe.DeepCopy()
-		p.Annotations = nil
+		mutate(p)
 		last = cl.Update(ctx, p, client.DryRunAll)
 		return apierrors.IsInvalid(last) || apierrors.IsForbidden(last), nil
 	})
 	if err != nil {
-		return fmt.Errorf("admission policies of config/policy not enforced after 30s (last probe: %v): %w", last, err)
+		return fmt.Errorf("admission policies of config/policy not enforced on %s after 30s (last probe: %v): %w", probe.Name, last, err)
 	}
 	return nil
 }
