@@ -1,0 +1,131 @@
+/*
+Copyright 2026 The fencedlock Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package docs_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/fencedlock/fencedlock/test/docs"
+)
+
+// The doc whose tables quote every refusal of the admission policies, and the column that quotes
+// them.
+const (
+	protocolDoc   = "docs/protocol.md"
+	messageColumn = "Message of the refusal"
+)
+
+var (
+	// placeholder: what a quoted refusal leaves to the request, <value>, and … for a tail left out.
+	placeholder = regexp.MustCompile(`<[^<>]*>|…`)
+	whitespace  = regexp.MustCompile(`\s+`)
+)
+
+// policyMessages returns the message (or messageExpression) of each validation of the
+// ValidatingAdmissionPolicies of config/policy, whitespace folded as the docs wrap it, and the
+// escaped quotes of CEL string literals unescaped.
+func policyMessages(t *testing.T, root string) (static, all []string) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(root, "config", "policy", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for doc := range bytes.SplitSeq(raw, []byte("\n---\n")) {
+			var p struct {
+				Kind string
+				Spec struct {
+					Validations []struct{ Message, MessageExpression string }
+				}
+			}
+			if err := yaml.Unmarshal(doc, &p); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if p.Kind != "ValidatingAdmissionPolicy" {
+				continue
+			}
+			for _, v := range p.Spec.Validations {
+				if v.Message != "" {
+					static = append(static, fold(v.Message))
+				}
+				all = append(all, fold(v.Message+v.MessageExpression))
+			}
+		}
+	}
+	if len(static) == 0 {
+		t.Fatal("config/policy has no ValidatingAdmissionPolicy with a message")
+	}
+	return static, all
+}
+
+func fold(s string) string {
+	return strings.TrimSpace(whitespace.ReplaceAllString(strings.ReplaceAll(s, `\"`, `"`), " "))
+}
+
+// Every refusal docs/protocol.md quotes is one the policies give: each of its fixed parts (between
+// the placeholders) is in one validation's message. And every fixed message of a policy is quoted,
+// so that a rule added to a policy is a rule the doc lists.
+func TestPolicyRefusalsQuotedAreTheirs(t *testing.T) {
+	root, all, _ := load(t)
+	static, messages := policyMessages(t, root)
+	d := docNamed(t, all, protocolDoc)
+	var problems []docs.Problem
+	var quoted []string
+	for _, tb := range d.Tables {
+		col := slices.Index(tb.Header, messageColumn)
+		if col < 0 {
+			continue
+		}
+		for _, r := range tb.Rows {
+			q := fold(strings.Trim(r.Cells[col], "`"))
+			quoted = append(quoted, q)
+			var parts []string
+			for p := range strings.SplitSeq(placeholder.ReplaceAllString(q, "\x00"), "\x00") {
+				if p = strings.TrimSpace(p); p != "" {
+					parts = append(parts, p)
+				}
+			}
+			if !slices.ContainsFunc(messages, func(m string) bool {
+				return !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(m, p) })
+			}) {
+				problems = append(problems, docs.Problem{Doc: d.Path, Line: r.Line, Quote: q,
+					Code: "no validation of config/policy gives this message"})
+			}
+		}
+	}
+	if len(quoted) == 0 {
+		t.Fatalf("%s has no table with a %q column", protocolDoc, messageColumn)
+	}
+	for _, m := range static {
+		if !slices.Contains(quoted, m) {
+			problems = append(problems, docs.Problem{Doc: protocolDoc, Code: "no table quotes the refusal " + m})
+		}
+	}
+	report(t, problems)
+}
