@@ -444,14 +444,15 @@ func (b *bench) handover(floor stats) {
 	b.rep.headlineFigure("handover", fmt.Sprintf("%.2fx CAS p50", float64(s.p50)/float64(c.p50)))
 	b.rep.add("handover: the release's requests (means)", fmt.Sprintf("%.2f reads, %.2f updates", float64(gets)/float64(n),
 		float64(updates)/float64(n)), fmt.Sprintf("%.2f conflicts", float64(conflicts)/float64(n)), "", nil)
-	// The Lease-protocol policy judges every client write of the loop in full (a release that
-	// grants, a join: not plain renewals); the bare CASes match no policy and cost it nothing.
+	// The admission policies judge every client write of the loop: a release that grants by the
+	// Lease protocol's rules in full, a join by the queue Lease's few; the bare CASes match no
+	// policy and cost them nothing.
 	vap, _ := histogramSums(api1, "apiserver_admission_controller_admission_duration_seconds", `name="ValidatingAdmissionPolicy"`,
 		`operation="UPDATE"`, `rejected="false"`)
 	vap0, _ := histogramSums(api0, "apiserver_admission_controller_admission_duration_seconds", `name="ValidatingAdmissionPolicy"`,
 		`operation="UPDATE"`, `rejected="false"`)
 	perWrite := time.Duration((vap - vap0) / float64(max(clientUpdates, 1)) * float64(time.Second))
-	b.rep.add("where a handover's writes' time goes: the Lease-protocol policy, per client Lease write (the API server's admission time)",
+	b.rep.add("where a handover's writes' time goes: the admission policies (the lock's for releases, the queue's for joins), per client Lease write (the API server's admission time)",
 		fmt.Sprintf("%s (%d writes: releases and joins)", ms(perWrite), clientUpdates),
 		fmt.Sprintf("%.2fx the CAS in turn", float64(perWrite)/float64(c.p50)), "", nil)
 

@@ -349,8 +349,9 @@ var _ = Describe("No way around the fence", func() {
 			}
 		}
 
-		By("a join, as docs/protocol.md writes it, is admitted")
+		By("a join, as docs/protocol.md writes it, is admitted, also from a client that sends an empty holder")
 		join := ql.DeepCopy()
+		join.Spec.HolderIdentity = new("")
 		q := lease.ReadQueue(join)
 		q.Join("mallory", 0, time.Now())
 		Expect(lease.WriteQueue(join, q)).To(Succeed())
