@@ -39,7 +39,8 @@ import (
 )
 
 // InstallPolicies creates the admission policies of config/policy (the token record, the Lease
-// protocol, the queue Lease's rules, the pod grant rules) as the install does, and waits until the API server enforces them.
+// protocol, the queue Lease's rules, the pod grant rules) as the install does, and waits until the
+// API server enforces them.
 func InstallPolicies(ctx context.Context, cfg *rest.Config) error {
 	cl, err := client.New(cfg, client.Options{Scheme: Scheme()})
 	if err != nil {
