@@ -245,11 +245,17 @@ var _ = Describe("No way around the fence", func() {
 			{"removing the owner", "set by the fencedlock manager",
 				func(l *coordinationv1.Lease) { l.OwnerReferences = nil }},
 		} {
-			// Each change rides on a renewal: the policy skips plain renewals (its matchConditions),
-			// and a renewal that carries anything else must still be judged in full.
+			// Each change rides on a renewal, then on a release: the policy skips plain renewals and
+			// plain releases (its matchConditions), and one that carries anything else must still be
+			// judged in full.
 			By(tc.what + ", in a renewal")
 			next := held.DeepCopy()
 			next.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+			tc.mutate(next)
+			policyDenied(mallory.Update(ctx, next), "fencedlock-lease-protocol", tc.want)
+			By(tc.what + ", in a release")
+			next = held.DeepCopy()
+			next.Spec.HolderIdentity = nil
 			tc.mutate(next)
 			policyDenied(mallory.Update(ctx, next), "fencedlock-lease-protocol", tc.want)
 		}
