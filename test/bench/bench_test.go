@@ -571,9 +571,10 @@ func (b *bench) cycles() {
 	warm := time.Duration(envInt("BENCH_CYCLE_WARM_SECONDS", 2)) * time.Second
 	type result struct {
 		rate                  float64
-		writes, reads, all    float64 // lease writes, lease reads (GET, LIST) and all API requests, per grant
-		conflicts             float64 // lease writes refused as conflicts, per grant
-		queued, outside, skip int     // grants from the queue, grants outside it, tickets skipped
+		writes, reads, all    float64       // lease writes, lease reads (GET, LIST) and all API requests, per grant
+		conflicts             float64       // lease writes refused as conflicts, per grant
+		admission             time.Duration // the admission policies' time, per grant
+		queued, outside, skip int           // grants from the queue, grants outside it, tickets skipped
 		grants                int64
 	}
 	run := func(locks, clients int, opts ...lock.Option) result {
@@ -625,6 +626,9 @@ func (b *bench) cycles() {
 			reads:     (requestCount(after, "leases", "", "GET", "LIST") - requestCount(before, "leases", "", "GET", "LIST")) / n,
 			all:       (allRequests(after) - allRequests(before)) / n,
 			conflicts: (conflictCount(after) - conflictCount(before)) / n}
+		vap1, _ := histogramSums(after, "apiserver_admission_controller_admission_duration_seconds", `name="ValidatingAdmissionPolicy"`)
+		vap0, _ := histogramSums(before, "apiserver_admission_controller_admission_duration_seconds", `name="ValidatingAdmissionPolicy"`)
+		r.admission = time.Duration((vap1 - vap0) / n * float64(time.Second))
 		if follow != nil {
 			r.queued, r.outside, r.skip = follow.stop()
 		}
@@ -658,7 +662,7 @@ func (b *bench) cycles() {
 		}
 		b.rep.add(fmt.Sprintf("API requests per grant, %d clients (queued)", n),
 			fmt.Sprintf("%.2f Lease writes (%.2f of them conflicts), %.2f Lease reads, %.2f requests in all",
-				r.writes, r.conflicts, r.reads, r.all), "", "<= 2.1 writes", &okW)
+				r.writes, r.conflicts, r.reads, r.all), fmt.Sprintf("%s of admission policies", ms(r.admission)), "<= 2.1 writes", &okW)
 		if n > 1 {
 			b.rep.add(fmt.Sprintf("FIFO, %d clients: grants in ticket order", n),
 				fmt.Sprintf("%d of %d grants from the queue, %d tickets skipped, %d taken outside the queue (lock found free)",
