@@ -17,17 +17,15 @@ limitations under the License.
 package docs_test
 
 import (
-	"bytes"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/yaml"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fencedlock/fencedlock/test/docs"
+	"github.com/fencedlock/fencedlock/test/util"
 )
 
 // The doc whose tables quote every refusal of the admission policies, and the column that quotes
@@ -46,35 +44,33 @@ var (
 // policyMessages returns the message (or messageExpression) of each validation of the
 // ValidatingAdmissionPolicies of config/policy, whitespace folded as the docs wrap it, and the
 // escaped quotes of CEL string literals unescaped.
-func policyMessages(t *testing.T, root string) (static, all []string) {
+func policyMessages(t *testing.T) (static, all []string) {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(root, "config", "policy", "*.yaml"))
+	files, err := util.PolicyFiles()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range files {
-		raw, err := os.ReadFile(f)
+		objs, err := util.PolicyObjects(f, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		for doc := range bytes.SplitSeq(raw, []byte("\n---\n")) {
-			var p struct {
-				Kind string
-				Spec struct {
-					Validations []struct{ Message, MessageExpression string }
-				}
-			}
-			if err := yaml.Unmarshal(doc, &p); err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if p.Kind != "ValidatingAdmissionPolicy" {
+		for _, obj := range objs {
+			if obj.GetKind() != "ValidatingAdmissionPolicy" {
 				continue
 			}
-			for _, v := range p.Spec.Validations {
-				if v.Message != "" {
-					static = append(static, fold(v.Message))
+			validations, _, err := unstructured.NestedSlice(obj.Object, "spec", "validations")
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			for _, v := range validations {
+				m, _ := v.(map[string]any)
+				message, _ := m["message"].(string)
+				expression, _ := m["messageExpression"].(string)
+				if message != "" {
+					static = append(static, fold(message))
 				}
-				all = append(all, fold(v.Message+v.MessageExpression))
+				all = append(all, fold(message+expression))
 			}
 		}
 	}
@@ -92,8 +88,8 @@ func fold(s string) string {
 // the placeholders) is in one validation's message. And every fixed message of a policy is quoted,
 // so that a rule added to a policy is a rule the doc lists.
 func TestPolicyRefusalsQuotedAreTheirs(t *testing.T) {
-	root, all, _ := load(t)
-	static, messages := policyMessages(t, root)
+	_, all, _ := load(t)
+	static, messages := policyMessages(t)
 	d := docNamed(t, all, protocolDoc)
 	var problems []docs.Problem
 	var quoted []string

@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,20 +47,22 @@ func InstallPolicies(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Join(RepoRoot(), "config", "policy")
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	files, err := PolicyFiles()
 	if err != nil {
 		return err
 	}
 	for _, f := range files {
-		if strings.HasPrefix(filepath.Base(f), "kustom") {
-			continue
-		}
 		if err := createAll(ctx, cl, f); err != nil {
 			return err
 		}
 	}
 	return waitEnforced(ctx, cl)
+}
+
+// PolicyFiles returns the files of config/policy that hold policies and bindings (not kustomize's).
+func PolicyFiles() ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(RepoRoot(), "config", "policy", "*.yaml"))
+	return slices.DeleteFunc(files, func(f string) bool { return strings.HasPrefix(filepath.Base(f), "kustom") }), err
 }
 
 const namePrefix = "fencedlock-"
