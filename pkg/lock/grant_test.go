@@ -19,6 +19,7 @@ package lock
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
 )
 
 // lockLease is the free Lease of FencedLock ns/lock, stamped with token 10, with the given
@@ -170,5 +172,59 @@ func TestKeepAlivePresumedLost(t *testing.T) {
 	l, ok := errors.AsType[*LostError](g.Err())
 	if !ok || !apierrors.IsServiceUnavailable(l) || !errors.Is(k.Err(), ErrLost) {
 		t.Errorf("grant: %v, keep-alive: %v; want a LostError wrapping the renewal error", g.Err(), k.Err())
+	}
+}
+
+// A release reads the queue as of the Lease it writes over ("not older than" its
+// resourceVersion, from the API server's watch cache), and again from etcd if the cache cannot
+// catch up: either way it serves the head in its write.
+func TestReleaseReadsQueueAsOfItsLease(t *testing.T) {
+	for _, cacheBehind := range []bool{false, true} {
+		now := time.Now()
+		cur := semaphoreLease(2, "13", permit(1, "me", 11, 0, now))
+		cur.Annotations[locksv1alpha1.WaitingAnnotation] = "true"
+		ql := queueLease()
+		q := lease.Queue{}
+		q.Join("next", 0, now)
+		if err := lease.WriteQueue(ql, q); err != nil {
+			t.Fatal(err)
+		}
+		cs := casClientset(t, cur, ql)
+		var reads []string
+		cs.PrependReactor("get", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			get := a.(k8stesting.GetActionImpl)
+			if get.Name != ql.Name {
+				return false, nil, nil
+			}
+			reads = append(reads, get.GetOptions.ResourceVersion)
+			if cacheBehind && get.GetOptions.ResourceVersion != "" { // as the API server answers
+				err := apierrors.NewTimeoutError("Too large resource version: 13, current: 12", 1)
+				err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge}}
+				return true, nil, err
+			}
+			return false, nil, nil
+		})
+		g, err := newLocker(t, cs, "pool", WithIdentity("me")).Attach(context.Background(), 11)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Release(context.Background()); err != nil {
+			t.Fatalf("cache behind %v: Release: %v", cacheBehind, err)
+		}
+		want := []string{"13"}
+		if cacheBehind {
+			want = append(want, "")
+		}
+		if !slices.Equal(reads, want) {
+			t.Errorf("cache behind %v: queue reads at resourceVersions %q; want %q", cacheBehind, reads, want)
+		}
+		got, err := cs.CoordinationV1().Leases("ns").Get(context.Background(), "pool", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := lease.Read(got)
+		if _, served := st.HolderOf("next"); !served || len(st.Permits) != 1 {
+			t.Errorf("cache behind %v: permits after the release %+v; want the head's, next", cacheBehind, st.Permits)
+		}
 	}
 }

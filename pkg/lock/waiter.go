@@ -139,14 +139,15 @@ func (l *Locker) markWaiting(ctx context.Context, cur *coordinationv1.Lease) err
 }
 
 // readQueue reads the queue of the lock whose Lease is cur; a lock without a queue Lease has an
-// empty queue. Read it after cur: the write that follows is conditioned on cur.
+// empty queue. The write that follows is conditioned on cur, so the queue is read as of cur or
+// later (getAtLeast).
 func (l *Locker) readQueue(ctx context.Context, cur *coordinationv1.Lease) (*lease.Queue, error) {
 	q := &lease.Queue{}
 	name := lease.QueueOf(cur)
 	if name == "" {
 		return q, nil
 	}
-	ql, err := l.leases.Get(ctx, name, metav1.GetOptions{})
+	ql, err := l.getAtLeast(ctx, name, cur.ResourceVersion)
 	if apierrors.IsNotFound(err) {
 		return q, nil
 	}
@@ -159,7 +160,8 @@ func (l *Locker) readQueue(ctx context.Context, cur *coordinationv1.Lease) (*lea
 
 // updateQueue applies change to the queue Lease name with compare-and-swap, re-reading on
 // conflicts, and writes only if change reports a change. (Starting from the copy a release has
-// just read saves a read but conflicts more often: measured, it cost more than it saved.)
+// just read saves a read but conflicts more often: measured, it cost more than it saved. Reading
+// from the API server's watch cache, as a release does, saved nothing measurable either.)
 func (l *Locker) updateQueue(ctx context.Context, name string, change func(*lease.Queue) bool) error {
 	attempt := 0
 	for {
@@ -193,3 +195,16 @@ func (l *Locker) updateQueue(ctx context.Context, name string, change func(*leas
 }
 
 var errUnchanged = errors.New("queue unchanged")
+
+// getAtLeast reads the Lease name as of resourceVersion rv or later: every Lease write up to rv
+// is in what it returns (the API server's "not older than" read, served from its watch cache
+// without a round trip to etcd). The API server answers a read that its cache cannot serve within
+// 3 s with a ResourceVersionTooLarge timeout; that read is made again from etcd, which is
+// always as new. An empty rv reads from etcd.
+func (l *Locker) getAtLeast(ctx context.Context, name, rv string) (*coordinationv1.Lease, error) {
+	le, err := l.leases.Get(ctx, name, metav1.GetOptions{ResourceVersion: rv})
+	if rv != "" && apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
+		le, err = l.leases.Get(ctx, name, metav1.GetOptions{})
+	}
+	return le, err
+}

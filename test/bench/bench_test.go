@@ -424,7 +424,8 @@ func (b *bench) handover(floor stats) {
 	// serves the queue), so the waiter has the lock as soon as its watch delivers that write; timed
 	// from the end of the write there is nothing left to measure but the watch's delivery.
 	d, cas, probe := make([]time.Duration, 0, n), make([]time.Duration, 0, n), b.casProbe()
-	var gets, updates, conflicts int64 // the releases' requests
+	var gets, updates, conflicts int64        // the releases' requests
+	var getNs, updNs, delivered time.Duration // where the handovers' time went, summed
 	api0, clientUpdates0 := b.apiMetrics(), cc[0].updates.Load()+cc[1].updates.Load()
 	for i := range n {
 		w := lockers[(i+1)%2]
@@ -441,13 +442,17 @@ func (b *bench) handover(floor stats) {
 		time.Sleep(2 * time.Millisecond) // the waiter is on its watch now
 		cas = append(cas, probe())
 		g0, u0, c0 := h.gets.Load(), h.updates.Load(), h.lock.Load()+h.queue.Load()
+		gNs0, uNs0 := h.getNs.Load(), h.updNs.Load()
 		t0 := time.Now()
 		if err := g.Release(b.ctx); err != nil {
 			b.t.Fatal(err)
 		}
+		released := time.Now()
 		gets, updates, conflicts = gets+h.gets.Load()-g0, updates+h.updates.Load()-u0, conflicts+h.lock.Load()+h.queue.Load()-c0
+		getNs, updNs = getNs+time.Duration(h.getNs.Load()-gNs0), updNs+time.Duration(h.updNs.Load()-uNs0)
 		g = <-got
 		d = append(d, time.Since(t0))
+		delivered += time.Since(released)
 	}
 	api1, clientUpdates := b.apiMetrics(), cc[0].updates.Load()+cc[1].updates.Load()-clientUpdates0
 	_ = g.Release(b.ctx)
@@ -459,6 +464,14 @@ func (b *bench) handover(floor stats) {
 	b.rep.headlineFigure("handover", fmt.Sprintf("%.2fx CAS p50", float64(s.p50)/float64(c.p50)))
 	b.rep.add("handover: the release's requests (means)", fmt.Sprintf("%.2f reads, %.2f updates", float64(gets)/float64(n),
 		float64(updates)/float64(n)), fmt.Sprintf("%.2f conflicts", float64(conflicts)/float64(n)), "", nil)
+	// The release's reads (the queue, read as of the lock Lease from the API server's watch cache)
+	// and writes as the client timed them, then the waiter's wait from Release's return to its
+	// grant: the watch's delivery of the release write, and the waiter's decision.
+	perRelease := func(t time.Duration) time.Duration { return t / time.Duration(n) }
+	b.rep.add("where a handover's time goes: the release's reads / its writes / Release returned -> waiter granted (means per handover)",
+		fmt.Sprintf("%s / %s / %s", ms(perRelease(getNs)), ms(perRelease(updNs)), ms(perRelease(delivered))),
+		fmt.Sprintf("%.2fx / %.2fx / %.2fx the CAS in turn", float64(perRelease(getNs))/float64(c.p50),
+			float64(perRelease(updNs))/float64(c.p50), float64(perRelease(delivered))/float64(c.p50)), "", nil)
 	// The admission policies judge every client write of the loop: a release that grants by the
 	// Lease protocol's rules in full, a join by the queue Lease's few; the bare CASes match no
 	// policy and cost them nothing.

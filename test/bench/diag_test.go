@@ -22,6 +22,7 @@ import (
 	"context"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,11 +32,12 @@ import (
 
 // conflictCounter wraps a Leases client and counts the updates refused as conflicts, apart for
 // lock Leases and queue Leases (BENCH_DIAG_CONFLICTS=1 prints them per cycles run), and every
-// read and update sent (the handover's requests per release).
+// read and update sent, with the time each took (the handover's requests per release).
 type conflictCounter struct {
 	coordinationv1client.LeasesGetter
 	lock, queue   atomic.Int64 // updates refused as conflicts
 	gets, updates atomic.Int64 // every read and every update sent
+	getNs, updNs  atomic.Int64 // the time they took, in nanoseconds
 }
 
 func (c *conflictCounter) Leases(ns string) coordinationv1client.LeaseInterface {
@@ -49,6 +51,8 @@ type countingLeases struct {
 
 func (l countingLeases) Update(ctx context.Context, le *coordinationv1.Lease, o metav1.UpdateOptions) (*coordinationv1.Lease, error) {
 	l.c.updates.Add(1)
+	t0 := time.Now()
+	defer func() { l.c.updNs.Add(int64(time.Since(t0))) }()
 	out, err := l.LeaseInterface.Update(ctx, le, o)
 	if apierrors.IsConflict(err) {
 		if strings.HasPrefix(le.Name, "fencedlock-queue-") {
@@ -62,5 +66,7 @@ func (l countingLeases) Update(ctx context.Context, le *coordinationv1.Lease, o 
 
 func (l countingLeases) Get(ctx context.Context, name string, o metav1.GetOptions) (*coordinationv1.Lease, error) {
 	l.c.gets.Add(1)
+	t0 := time.Now()
+	defer func() { l.c.getNs.Add(int64(time.Since(t0))) }()
 	return l.LeaseInterface.Get(ctx, name, o)
 }

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -322,6 +323,35 @@ var _ = Describe("One queue for every holder", func() {
 		Eventually(got2, 5*time.Second).Should(Receive(&g), "w2 is served well within the 15 s lease, not after a grant to w1's stale entry expires")
 		Expect(kit.LeaseState(ns, "gone").Holder).To(Equal("w2"))
 		Expect(g.Release(ctx)).To(Succeed())
+	})
+
+	// A release reads the queue as of the lock Lease it writes over: pkg/lock asks the API server
+	// for the queue Lease "not older than" that Lease's resourceVersion. This pins what that relies
+	// on: the answer holds every write of any Lease up to that resourceVersion, and one the API
+	// server cannot reach is refused with the cause pkg/lock falls back on.
+	It("reads a Lease as of another Lease's resourceVersion, and names a resourceVersion it cannot reach", func() {
+		ns := kit.NewNamespace()
+		leases := clientset.CoordinationV1().Leases(ns)
+		a, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		b, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "b"}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		for i := range 50 { // as a leave: one Lease written, then the other; then read the first as of the second
+			a.Spec.HolderIdentity = new(fmt.Sprint(i))
+			a, err = leases.Update(ctx, a, metav1.UpdateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			b.Spec.HolderIdentity = new(fmt.Sprint(i))
+			b, err = leases.Update(ctx, b, metav1.UpdateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			got, err := leases.Get(ctx, "a", metav1.GetOptions{ResourceVersion: b.ResourceVersion})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(*got.Spec.HolderIdentity).To(Equal(fmt.Sprint(i)), "read as of resourceVersion %s", b.ResourceVersion)
+		}
+		rv, err := strconv.ParseInt(b.ResourceVersion, 10, 64)
+		Expect(err).NotTo(HaveOccurred())
+		far := strconv.FormatInt(rv+1_000_000, 10)
+		_, err = leases.Get(ctx, "a", metav1.GetOptions{ResourceVersion: far})
+		Expect(apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge)).To(BeTrue(), "%v", err)
 	})
 })
 
