@@ -176,10 +176,14 @@ func TestKeepAlivePresumedLost(t *testing.T) {
 }
 
 // A release reads the queue as of the Lease it writes over ("not older than" its
-// resourceVersion, from the API server's watch cache), and again from etcd if the cache cannot
-// catch up: either way it serves the head in its write.
+// resourceVersion, from the API server's watch cache). It reads again from etcd if the cache
+// cannot catch up, or shows nobody to serve (it may lag a join made a moment ago): either way it
+// serves the head in its write.
 func TestReleaseReadsQueueAsOfItsLease(t *testing.T) {
-	for _, cacheBehind := range []bool{false, true} {
+	for _, c := range []struct {
+		cache string // what the API server's cache answers: "fresh", "behind" (cannot catch up), "lags" (no join yet)
+		reads []string
+	}{{"fresh", []string{"13"}}, {"behind", []string{"13", ""}}, {"lags", []string{"13", ""}}} {
 		now := time.Now()
 		cur := semaphoreLease(2, "13", permit(1, "me", 11, 0, now))
 		cur.Annotations[locksv1alpha1.WaitingAnnotation] = "true"
@@ -197,10 +201,15 @@ func TestReleaseReadsQueueAsOfItsLease(t *testing.T) {
 				return false, nil, nil
 			}
 			reads = append(reads, get.GetOptions.ResourceVersion)
-			if cacheBehind && get.GetOptions.ResourceVersion != "" { // as the API server answers
+			switch {
+			case get.GetOptions.ResourceVersion == "":
+				return false, nil, nil
+			case c.cache == "behind": // as the API server answers
 				err := apierrors.NewTimeoutError("Too large resource version: 13, current: 12", 1)
 				err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge}}
 				return true, nil, err
+			case c.cache == "lags":
+				return true, queueLease(), nil
 			}
 			return false, nil, nil
 		})
@@ -209,14 +218,10 @@ func TestReleaseReadsQueueAsOfItsLease(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := g.Release(context.Background()); err != nil {
-			t.Fatalf("cache behind %v: Release: %v", cacheBehind, err)
+			t.Fatalf("cache %s: Release: %v", c.cache, err)
 		}
-		want := []string{"13"}
-		if cacheBehind {
-			want = append(want, "")
-		}
-		if !slices.Equal(reads, want) {
-			t.Errorf("cache behind %v: queue reads at resourceVersions %q; want %q", cacheBehind, reads, want)
+		if !slices.Equal(reads, c.reads) {
+			t.Errorf("cache %s: queue reads at resourceVersions %q; want %q", c.cache, reads, c.reads)
 		}
 		got, err := cs.CoordinationV1().Leases("ns").Get(context.Background(), "pool", metav1.GetOptions{})
 		if err != nil {
@@ -224,7 +229,7 @@ func TestReleaseReadsQueueAsOfItsLease(t *testing.T) {
 		}
 		st, _ := lease.Read(got)
 		if _, served := st.HolderOf("next"); !served || len(st.Permits) != 1 {
-			t.Errorf("cache behind %v: permits after the release %+v; want the head's, next", cacheBehind, st.Permits)
+			t.Errorf("cache %s: permits after the release %+v; want the head's, next", c.cache, st.Permits)
 		}
 	}
 }

@@ -140,21 +140,28 @@ func (l *Locker) markWaiting(ctx context.Context, cur *coordinationv1.Lease) err
 
 // readQueue reads the queue of the lock whose Lease is cur; a lock without a queue Lease has an
 // empty queue. The write that follows is conditioned on cur, so the queue is read as of cur or
-// later (getAtLeast).
+// later (getAtLeast), from the API server's watch cache. A queue with nobody to serve is read
+// again from etcd: the cache can lag a join made a moment ago, and a release that serves nobody
+// removes the waiting mark, which frees the lock to anyone instead of that waiter.
 func (l *Locker) readQueue(ctx context.Context, cur *coordinationv1.Lease) (*lease.Queue, error) {
 	q := &lease.Queue{}
 	name := lease.QueueOf(cur)
 	if name == "" {
 		return q, nil
 	}
-	ql, err := l.getAtLeast(ctx, name, cur.ResourceVersion)
-	if apierrors.IsNotFound(err) {
-		return q, nil
+	st, _ := lease.Read(cur) // the transition that asked for the queue has vetted cur
+	for _, rv := range []string{cur.ResourceVersion, ""} {
+		ql, err := l.getAtLeast(ctx, name, rv)
+		if apierrors.IsNotFound(err) {
+			continue // no queue Lease: an empty queue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("lock %s: reading the queue: %w", l.key(), err)
+		}
+		if *q = lease.ReadQueue(ql); len(q.Waiting(st.Served)) > 0 {
+			break
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("lock %s: reading the queue: %w", l.key(), err)
-	}
-	*q = lease.ReadQueue(ql)
 	return q, nil
 }
 
