@@ -23,13 +23,14 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/fencedlock/fencedlock/test/util"
 )
 
 // The chart must wire the manager to the objects it renders, whatever the release is called: the
@@ -201,17 +202,19 @@ func TestChartValues(t *testing.T) {
 func checkPolicies(t *testing.T, objs map[string][]*unstructured.Unstructured) {
 	t.Helper()
 	want := map[string]int{"ValidatingAdmissionPolicy": 0, "MutatingAdmissionPolicy": 0}
-	files, err := filepath.Glob("../../config/policy/*.yaml")
+	files, err := util.PolicyFiles()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range files {
-		raw, err := os.ReadFile(f)
+		objs, err := util.PolicyObjects(f, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		for kind := range want {
-			want[kind] += bytes.Count(raw, []byte("\nkind: "+kind+"\n"))
+		for _, o := range objs {
+			if _, counted := want[o.GetKind()]; counted {
+				want[o.GetKind()]++
+			}
 		}
 	}
 	for kind, n := range want {
