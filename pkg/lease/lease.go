@@ -208,6 +208,16 @@ func setAnnotation(l *coordinationv1.Lease, k, v string) {
 	l.Annotations[k] = v
 }
 
+// ResetManagedFields is the managedFields value that tells the API server to drop an object's
+// managed fields (one empty entry; an empty list would be omitted on the wire). A Lease without
+// managed fields stays without them: the API server tracks fields on an update only if the object
+// already has some, or on server-side apply. The tracking costs a Lease write about a sixth of its
+// time (the field manager compares the whole object, annotations included), and fencedlock needs
+// none of it: the Lease names its holder and token, Events carry the grants, and the audit log
+// says who wrote. So every fencedlock Lease write resets them; the first write after the manager
+// creates a Lease removes those the create recorded.
+func ResetManagedFields() []metav1.ManagedFieldsEntry { return []metav1.ManagedFieldsEntry{{}} }
+
 // Writer writes a Lease with its resourceVersion as a precondition and returns what was stored.
 type Writer interface {
 	Update(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error)
@@ -216,6 +226,8 @@ type Writer interface {
 // CAS applies mutate to a copy of cur and writes the copy conditioned on cur's resourceVersion.
 // It fails with a Conflict error (apierrors.IsConflict) if the Lease changed since cur was read,
 // and without writing if mutate fails. cur is never modified.
+//
+// Every write also resets the Lease's managed fields (see ResetManagedFields).
 func CAS(ctx context.Context, w Writer, cur *coordinationv1.Lease,
 	mutate func(*coordinationv1.Lease) error) (*coordinationv1.Lease, error) {
 	if cur.ResourceVersion == "" {
@@ -225,6 +237,7 @@ func CAS(ctx context.Context, w Writer, cur *coordinationv1.Lease,
 	if err := mutate(next); err != nil {
 		return nil, err
 	}
+	next.ManagedFields = ResetManagedFields()
 	out, err := w.Update(ctx, next)
 	if err != nil {
 		if apierrors.IsConflict(err) {

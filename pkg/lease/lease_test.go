@@ -17,6 +17,7 @@ limitations under the License.
 package lease
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -312,5 +313,42 @@ func TestOnlyRenewed(t *testing.T) {
 				t.Errorf("semaphore %v, %s: state %+v, want the new Lease's %+v", semaphore, tc.name, st, want)
 			}
 		}
+	}
+}
+
+// writerFunc is a Writer made of a function.
+type writerFunc func(context.Context, *coordinationv1.Lease) (*coordinationv1.Lease, error)
+
+func (f writerFunc) Update(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	return f(ctx, l)
+}
+
+// TestCASResetsManagedFields: every write asks the API server to drop the Lease's managed fields,
+// with the one-empty-entry value it reads as a reset (an empty list is dropped on the wire), and
+// leaves the copy it was given alone.
+func TestCASResetsManagedFields(t *testing.T) {
+	cur := mk("12", "", "7")
+	cur.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "someone", Operation: metav1.ManagedFieldsOperationApply}}
+	var sent *coordinationv1.Lease
+	_, err := CAS(context.Background(), writerFunc(func(_ context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+		sent = l
+		return l, nil
+	}), cur, func(next *coordinationv1.Lease) error { next.Spec.HolderIdentity = new("a"); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(sent.ObjectMeta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta map[string]any
+	if err := json.Unmarshal(raw, &meta); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := json.Marshal(meta["managedFields"]); string(got) != "[{}]" {
+		t.Errorf("managedFields sent: %s, want [{}]", got)
+	}
+	if len(cur.ManagedFields) != 1 || cur.ManagedFields[0].Manager != "someone" {
+		t.Errorf("CAS changed the copy it was given: %v", cur.ManagedFields)
 	}
 }

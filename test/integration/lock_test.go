@@ -28,7 +28,9 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationv1ac "k8s.io/client-go/applyconfigurations/coordination/v1"
 
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/pkg/token"
@@ -64,6 +66,37 @@ var _ = Describe("Go client", func() {
 		Expect(errors.Is(a.Renew(ctx), lock.ErrLost)).To(BeTrue())
 		Expect(errors.Is(a.Release(ctx), lock.ErrLost)).To(BeTrue())
 		Expect(b.Release(ctx)).To(Succeed())
+	})
+
+	It("keeps no managed fields on a lock's Leases: every fencedlock write drops them, and nothing else", func() {
+		ns := kit.NewNamespace()
+		fl := kit.NewLock(ns, "tidy", util.LeaseSeconds(15))
+		Expect(kit.GetLease(ns, "tidy").ManagedFields).To(BeEmpty(), "the manager's stamp drops those its create recorded")
+
+		By("a server-side apply starts tracking them again")
+		_, err := kit.Leases.Leases(ns).Apply(ctx, coordinationv1ac.Lease("tidy", ns).
+			WithAnnotations(map[string]string{"example.com/note": "kept"}),
+			metav1.ApplyOptions{FieldManager: "someone", Force: true})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(kit.GetLease(ns, "tidy").ManagedFields).NotTo(BeEmpty())
+
+		By("a grant by the Go client drops them, and keeps the applied annotation")
+		a, err := kit.Locker(ns, "tidy", "a").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		l := kit.GetLease(ns, "tidy")
+		Expect(l.ManagedFields).To(BeEmpty())
+		Expect(l.Annotations).To(HaveKeyWithValue("example.com/note", "kept"))
+
+		By("so does a waiter's join on the queue Lease, which the manager created with them")
+		waiting, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() { _, _ = kit.Locker(ns, "tidy", "b").Acquire(waiting) }()
+		Eventually(func(g Gomega) {
+			q := kit.GetLease(ns, locksv1alpha1.QueueLeaseName(fl.UID))
+			g.Expect(q.Annotations[locksv1alpha1.QueueAnnotation]).To(ContainSubstring(`"b"`))
+			g.Expect(q.ManagedFields).To(BeEmpty())
+		}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+		Expect(a.Release(ctx)).To(Succeed())
 	})
 
 	It("reports a missing lock", func() {
