@@ -334,6 +334,9 @@ var _ = Describe("FencedLock controller", func() {
 		kit.NewLock(ns, "recreate")
 		g, err := kit.Locker(ns, "recreate", "a").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
+		// The event is told from the grant the status showed: wait until it shows this one, or a
+		// Lease deleted before the controller saw the grant ends a grant it never reported.
+		Eventually(func() string { return kit.GetLock(ns, "recreate").Status.Holder }).Should(Equal("a"))
 
 		old := kit.GetLease(ns, "recreate")
 		Expect(k8sClient.Delete(ctx, old)).To(Succeed())
