@@ -75,6 +75,7 @@ func (r *FencedLockReconciler) ensureLease(ctx context.Context, fl *locksv1alpha
 		}
 		lease.ServeIssued(next, served)
 		next.Spec.LeaseDurationSeconds = &fl.Spec.LeaseDurationSeconds
+		metav1.SetMetaDataLabel(&next.ObjectMeta, locksv1alpha1.LockUIDLabel, string(fl.UID))
 		if _, err := lease.SetPermits(next, fl.Spec.PermitCount()); err != nil {
 			return err
 		}
@@ -112,7 +113,8 @@ func (r *FencedLockReconciler) createLease(ctx context.Context, fl *locksv1alpha
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      fl.Name,
 			Namespace: fl.Namespace,
-			Labels:    map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue},
+			Labels: map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue,
+				locksv1alpha1.LockUIDLabel: string(fl.UID)},
 		},
 		Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: &fl.Spec.LeaseDurationSeconds},
 	}

@@ -110,8 +110,9 @@ func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.
 	}
 	in.q = lease.ReadQueue(&ql)
 	_, moved := ql.Annotations[locksv1alpha1.QueueUnreadableAnnotation]
-	// A queue Lease made by a manager before the role label existed gets it with the next write.
-	unlabelled := ql.Labels[locksv1alpha1.RoleLabel] != locksv1alpha1.RoleQueue
+	// A queue Lease made by a manager before the role or lock-uid label existed gets them now.
+	unlabelled := ql.Labels[locksv1alpha1.RoleLabel] != locksv1alpha1.RoleQueue ||
+		ql.Labels[locksv1alpha1.LockUIDLabel] != string(fl.UID)
 	p = planQueue(in)
 	r.observer.setSeen(lk, p.Seen)
 	if !p.Changed && !moved && !unlabelled {
@@ -120,6 +121,7 @@ func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.
 	_, err = lease.CAS(ctx, lease.ClientWriter{Client: r.Client}, &ql, func(next *coordinationv1.Lease) error {
 		delete(next.Annotations, locksv1alpha1.QueueUnreadableAnnotation)
 		metav1.SetMetaDataLabel(&next.ObjectMeta, locksv1alpha1.RoleLabel, locksv1alpha1.RoleQueue)
+		metav1.SetMetaDataLabel(&next.ObjectMeta, locksv1alpha1.LockUIDLabel, string(fl.UID))
 		return lease.WriteQueue(next, p.Queue)
 	})
 	if apierrors.IsConflict(err) {
@@ -181,7 +183,7 @@ func (r *FencedLockReconciler) createQueue(ctx context.Context, fl *locksv1alpha
 		Name:      name,
 		Namespace: fl.Namespace,
 		Labels: map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue,
-			locksv1alpha1.RoleLabel: locksv1alpha1.RoleQueue},
+			locksv1alpha1.RoleLabel: locksv1alpha1.RoleQueue, locksv1alpha1.LockUIDLabel: string(fl.UID)},
 	}}
 	if err := lease.WriteQueue(ql, lease.Queue{Next: st.Served + 1}); err != nil {
 		return false, err

@@ -164,6 +164,14 @@ const (
 	RoleQueue = "queue"
 )
 
+// LockUIDLabel marks both of a lock's Leases, its own and its queue Lease, with the FencedLock's
+// UID, so that one watch selects the two (docs/protocol.md, "Release"): the API server delivers
+// one resource's watch events in resourceVersion order, so a holder that follows that watch knows
+// its queue as of every lock Lease version the watch has shown, without reading it at release.
+// Only the manager sets labels on these Leases; a UID, unlike a lock's name, always fits a label
+// value.
+const LockUIDLabel = "fencedlock.io/lock-uid"
+
 // PodHolderPrefix starts the holder identity of a pod holder: "pod/<pod name>/<pod uid>". The UID
 // makes a recreated pod of the same name a different holder.
 const PodHolderPrefix = "pod/"

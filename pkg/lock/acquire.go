@@ -25,7 +25,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 
@@ -61,6 +60,10 @@ func (l *Locker) TryAcquire(ctx context.Context) (*Grant, error) {
 // lock in the release's own write (or, if the holder went away, the manager grants it to the
 // head). A missing Lease is waited for as well. An identity that holds a permit of a semaphore
 // already waits, unqueued, until that one ends.
+//
+// A waiter that was the queue's head when it joined watches the queue too, and its grant keeps
+// that watch until the grant ends or ctx does: its Release then hands the lock on in one write,
+// without reading the queue. A ctx that ends when Acquire returns costs only that read.
 //
 // An API server that is restarting or overloaded does not end the wait: transient errors of its
 // reads, watches and writes (connection refused or reset, timeouts, 429, 5xx) are retried with a
@@ -131,6 +134,8 @@ type acquisition struct {
 	ticket  lease.Ticket
 	queue   string
 	beatDue time.Time
+	// head is true when this waiter was the queue's head as it joined: it follows the queue.
+	head bool
 	// last is the lock's Lease as last seen, to look at again after a beat found the entry gone.
 	last *coordinationv1.Lease
 	// from, if set, is where the next round starts instead of listing the Lease.
@@ -141,13 +146,12 @@ type acquisition struct {
 // or the watch must be restarted (nil, nil).
 func (l *Locker) acquireOnce(ctx context.Context, a *acquisition) (*Grant, error) {
 	a.progress = false
-	sel := fields.OneTermEqualSelector("metadata.name", l.name).String()
 	var cur *coordinationv1.Lease
 	var rv string
 	if a.from != nil { // watch from a Lease this Locker wrote: events since then follow
 		cur, rv, a.from = a.from, a.from.ResourceVersion, nil
 	} else {
-		list, err := l.leases.List(ctx, metav1.ListOptions{FieldSelector: sel})
+		list, err := l.leases.List(ctx, metav1.ListOptions{FieldSelector: l.byName()})
 		if err != nil {
 			return nil, fmt.Errorf("lock %s: listing lease: %w", l.key(), err)
 		}
@@ -162,13 +166,11 @@ func (l *Locker) acquireOnce(ctx context.Context, a *acquisition) (*Grant, error
 			return g, err
 		}
 	}
-	w, err := l.leases.Watch(ctx, metav1.ListOptions{
-		FieldSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true,
-	})
+	ww, err := l.watch(ctx, a, cur, rv)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: watching lease: %w", l.key(), err)
 	}
-	defer w.Stop()
+	defer ww.stop()
 	var beatTimer clock.Timer
 	defer func() {
 		if beatTimer != nil {
@@ -196,19 +198,22 @@ func (l *Locker) acquireOnce(ctx context.Context, a *acquisition) (*Grant, error
 			}
 			if a.ticket == 0 && a.last != nil { // the entry was gone: queue again
 				if g, err := l.attempt(ctx, a, a.last); g != nil || err != nil {
-					return g, err
+					return ww.grant(g), err
 				}
 			}
-		case ev, ok := <-w.ResultChan():
+		case ev, ok := <-ww.w.ResultChan():
 			if !ok {
 				return nil, nil // watch ended (timeout, API server restart): re-list
+			}
+			if ev, ok = ww.lockEvent(ev); !ok {
+				return nil, nil // the lock Lease left the selection: re-list
 			}
 			switch ev.Type {
 			case watch.Added, watch.Modified:
 				a.progress = true
 				if cur, isLease := ev.Object.(*coordinationv1.Lease); isLease {
 					if g, err := l.attempt(ctx, a, cur); g != nil || err != nil {
-						return g, err
+						return ww.grant(g), err
 					}
 				}
 			case watch.Error:

@@ -47,6 +47,7 @@ type Grant struct {
 	released  bool
 	permit    int        // the permit's number as lease last showed it
 	keepAlive *KeepAlive // the running keep-alive, if any
+	follower  *follower  // the watch that shows the lock's queue, if the grant follows it
 }
 
 // newGrant is the one constructor of a Grant: tok held as the Lease le shows, last written or
@@ -112,6 +113,10 @@ func (g *Grant) markLost(err error) {
 		g.lostErr = err
 		close(g.lost)
 	}
+	if f := g.follower; f != nil {
+		g.follower = nil
+		go f.end() // not under g.mu
+	}
 }
 
 // Renew extends the grant. It fails with a *LostError if the lock has another holder or token
@@ -147,6 +152,7 @@ func (g *Grant) Release(ctx context.Context) error {
 	g.released = err == nil
 	ka := g.keepAlive
 	g.mu.Unlock()
+	g.unfollow()
 	if ka != nil {
 		ka.Stop()
 	}
@@ -174,7 +180,7 @@ func (g *Grant) update(ctx context.Context, transition func(next *coordinationv1
 			return nil
 		}
 		if errors.Is(err, lease.ErrQueueNeeded) && q == nil {
-			if q, err = l.readQueue(ctx, cur); err != nil {
+			if q, err = g.queueFor(ctx, cur); err != nil {
 				return err
 			}
 			continue

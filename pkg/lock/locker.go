@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,6 +45,9 @@ type Locker struct {
 	clock     clock.WithTicker
 	onWait    func(Status)
 	noQueue   bool
+	// noFollow is set once the API server refused a watch of both of the lock's Leases
+	// (follow.go): this principal may watch the lock Lease by name only.
+	noFollow atomic.Bool
 
 	// last is the latest Lease this Locker wrote or read. A Locker that just released can grant
 	// itself again from it with a single write; a stale copy only costs a conflict.

@@ -49,6 +49,8 @@ func (l *Locker) join(ctx context.Context, a *acquisition, cur *coordinationv1.L
 	}
 	err := l.updateQueue(ctx, name, func(q *lease.Queue) bool {
 		a.ticket = q.Join(l.identity, st.Served, l.clock.Now())
+		head, ok := q.Head(st.Served)
+		a.head = ok && head.Ticket == a.ticket
 		return true
 	})
 	if apierrors.IsNotFound(err) {
@@ -140,10 +142,11 @@ func (l *Locker) markWaiting(ctx context.Context, cur *coordinationv1.Lease) err
 
 // readQueue reads the queue of the lock whose Lease is cur; a lock without a queue Lease has an
 // empty queue. The write that follows is conditioned on cur, so the queue is read as of cur or
-// later (getAtLeast), from the API server's watch cache. A queue with nobody to serve is read
-// again from etcd: the cache can lag a join made a moment ago, and a release that serves nobody
-// removes the waiting mark, which frees the lock to anyone instead of that waiter.
-func (l *Locker) readQueue(ctx context.Context, cur *coordinationv1.Lease) (*lease.Queue, error) {
+// later (getAtLeast), from the API server's watch cache, unless known, the queue Lease as of cur
+// or later that a follower kept, stands for that read. A queue with nobody to serve is read again
+// from etcd: the cache can lag a join made a moment ago, and a release that serves nobody removes
+// the waiting mark, which frees the lock to anyone instead of that waiter.
+func (l *Locker) readQueue(ctx context.Context, cur, known *coordinationv1.Lease) (*lease.Queue, error) {
 	q := &lease.Queue{}
 	name := lease.QueueOf(cur)
 	if name == "" {
@@ -151,7 +154,10 @@ func (l *Locker) readQueue(ctx context.Context, cur *coordinationv1.Lease) (*lea
 	}
 	st, _ := lease.Read(cur) // the transition that asked for the queue has vetted cur
 	for _, rv := range []string{cur.ResourceVersion, ""} {
-		ql, err := l.getAtLeast(ctx, name, rv)
+		ql, err := known, error(nil)
+		if known == nil || rv == "" {
+			ql, err = l.getAtLeast(ctx, name, rv)
+		}
 		if apierrors.IsNotFound(err) {
 			continue // no queue Lease: an empty queue
 		}

@@ -1,0 +1,262 @@
+/*
+Copyright 2026 The fencedlock Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package lock
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/fencedlock/fencedlock/pkg/lease"
+)
+
+// A holder that follows its lock's queue releases without reading it (lease.FollowSelector,
+// docs/protocol.md, "Release"). A waiter that is the head of the queue when it joins watches both
+// of the lock's Leases instead of the lock Lease alone, and keeps that watch once served, until
+// its grant ends (or Acquire's context does): when it releases, the watch has shown the queue as
+// of the lock Lease version the release is conditioned on, so the release is one write. Only the
+// head follows: every waiter that followed would be sent every join and beat of the queue.
+
+// followWait bounds how long a release waits for the watch to show the lock Lease version it is
+// conditioned on (usually its own last write, delivered within a millisecond) before it reads the
+// queue instead.
+const followWait = 50 * time.Millisecond
+
+// follower keeps the last queue Lease a watch of both of the lock's Leases delivered.
+type follower struct {
+	lock, queue string // the two Leases' names; another Lease that carries the label is ignored
+	stop        func() // ends the watch
+
+	mu    sync.Mutex
+	pos   string                // the last resourceVersion the watch delivered
+	ql    *coordinationv1.Lease // the last queue Lease it delivered; nil: none since it started
+	ended bool
+	moved chan struct{} // closed, and replaced, whenever pos moves or the follower ends
+}
+
+// waitWatch is the watch a waiting round follows, and its follower if it follows the queue.
+type waitWatch struct {
+	w      watch.Interface
+	f      *follower
+	handed bool // a grant took the watch over
+}
+
+// watch opens the watch a waiting round follows from resourceVersion rv: of both of the lock's
+// Leases for a waiter that is the queue's head on a lock whose Leases carry the label, else of the
+// lock Lease alone. The first comes with a follower. A served waiter hands it to its grant, which
+// follows it for as long as ctx (Acquire's) lives: a watch must not outlive what its caller
+// bounded, and a release without a follower reads the queue. A principal allowed to watch the
+// lock Lease by name only is told Forbidden: this Locker then watches by name from then on.
+func (l *Locker) watch(ctx context.Context, a *acquisition, cur *coordinationv1.Lease, rv string) (*waitWatch, error) {
+	if sel := l.followSelector(a, cur); sel != "" {
+		fctx, cancel := context.WithCancel(ctx)
+		w, err := l.leases.Watch(fctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
+		if err == nil {
+			return &waitWatch{w: w, f: &follower{lock: l.name, queue: a.queue, moved: make(chan struct{}),
+				stop: func() { w.Stop(); cancel() }}}, nil
+		}
+		cancel()
+		if !apierrors.IsForbidden(err) {
+			return nil, err
+		}
+		l.noFollow.Store(true)
+	}
+	w, err := l.leases.Watch(ctx, metav1.ListOptions{
+		FieldSelector: l.byName(), ResourceVersion: rv, AllowWatchBookmarks: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &waitWatch{w: w}, nil
+}
+
+// byName selects the lock Lease alone.
+func (l *Locker) byName() string {
+	return fields.OneTermEqualSelector("metadata.name", l.name).String()
+}
+
+// lockEvent returns the event the waiter decides on: ev itself, or, on a watch that follows the
+// queue, the lock Lease's event, with the queue's events kept by the follower and passed on as
+// bookmarks. It returns false when the watch cannot be followed any more: re-list.
+func (ww *waitWatch) lockEvent(ev watch.Event) (watch.Event, bool) {
+	if ww.f == nil {
+		return ev, true
+	}
+	le, ok := ww.f.observe(ev)
+	if le == nil {
+		return watch.Event{Type: watch.Bookmark}, ok
+	}
+	return watch.Event{Type: ev.Type, Object: le}, ok
+}
+
+// grant hands a watch that follows the queue to g, the grant the round ends with.
+func (ww *waitWatch) grant(g *Grant) *Grant {
+	if g != nil && ww.f != nil {
+		ww.handed = true
+		g.follow(ww.f, ww.w)
+	}
+	return g
+}
+
+// stop ends the watch at the end of the round, unless a grant took it over.
+func (ww *waitWatch) stop() {
+	switch {
+	case ww.handed:
+	case ww.f != nil:
+		ww.f.end()
+	default:
+		ww.w.Stop()
+	}
+}
+
+// followSelector is the selector of the watch a waiter follows the queue with, or "" if it waits
+// on the lock Lease alone.
+func (l *Locker) followSelector(a *acquisition, cur *coordinationv1.Lease) string {
+	if cur == nil || a.ticket == 0 || !a.head || l.noFollow.Load() || a.queue != lease.QueueOf(cur) {
+		return ""
+	}
+	return lease.FollowSelector(cur)
+}
+
+// observe records ev. It returns the lock Lease the event carries, if any, and false once the
+// watch cannot be followed: an error event, or the lock Lease gone from the selection (deleted,
+// or its label removed).
+func (f *follower) observe(ev watch.Event) (*coordinationv1.Lease, bool) {
+	le, isLease := ev.Object.(*coordinationv1.Lease)
+	if ev.Type == watch.Error || !isLease {
+		f.end()
+		return nil, false
+	}
+	var lock *coordinationv1.Lease
+	f.mu.Lock()
+	switch {
+	case ev.Type == watch.Bookmark:
+	case le.Name == f.queue && ev.Type == watch.Deleted:
+		f.ql = nil // a recreated queue Lease is shown afresh
+	case le.Name == f.queue:
+		f.ql = le
+	case le.Name == f.lock && ev.Type == watch.Deleted:
+		f.mu.Unlock()
+		f.end()
+		return nil, false
+	case le.Name == f.lock:
+		lock = le
+	}
+	if le.ResourceVersion != "" {
+		f.pos = le.ResourceVersion
+	}
+	close(f.moved)
+	f.moved = make(chan struct{})
+	f.mu.Unlock()
+	return lock, true
+}
+
+// end stops the watch; the follower then answers nothing.
+func (f *follower) end() {
+	f.mu.Lock()
+	if f.ended {
+		f.mu.Unlock()
+		return
+	}
+	f.ended = true
+	close(f.moved)
+	f.mu.Unlock()
+	f.stop()
+}
+
+// queueAsOf returns the queue Lease as of resourceVersion rv or later (lease.Covers), waiting up
+// to followWait for the watch to get there. It returns false when it cannot say: the watch has
+// shown no queue Lease since it started, lags, or ended; the queue is then read.
+func (f *follower) queueAsOf(ctx context.Context, rv string) (*coordinationv1.Lease, bool) {
+	timer := time.NewTimer(followWait) // a bound on a network wait, not lock time: the real clock
+	defer timer.Stop()
+	for {
+		f.mu.Lock()
+		ql, pos, ended, moved := f.ql, f.pos, f.ended, f.moved
+		f.mu.Unlock()
+		switch {
+		case ended || ql == nil:
+			return nil, false
+		case lease.Covers(pos, rv):
+			return ql, true
+		}
+		select {
+		case <-moved:
+		case <-timer.C:
+			return nil, false
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
+}
+
+// follow hands the waiting round's watch to g, which follows it until the grant ends: released,
+// lost, or, as the watch shows, no longer this holder's.
+func (g *Grant) follow(f *follower, w watch.Interface) {
+	g.mu.Lock()
+	g.follower = f
+	g.mu.Unlock()
+	go func() {
+		defer f.end()
+		for ev := range w.ResultChan() {
+			le, ok := f.observe(ev)
+			if !ok || (le != nil && !g.heldIn(le)) {
+				return
+			}
+		}
+	}()
+}
+
+// unfollow ends the grant's follower, if any.
+func (g *Grant) unfollow() {
+	g.mu.Lock()
+	f := g.follower
+	g.follower = nil
+	g.mu.Unlock()
+	if f != nil {
+		f.end()
+	}
+}
+
+// heldIn reports whether le shows this grant: its holder with its token.
+func (g *Grant) heldIn(le *coordinationv1.Lease) bool {
+	st, err := lease.Read(le)
+	if err != nil {
+		return false
+	}
+	mine, ok := st.HolderOf(g.locker.identity)
+	return ok && mine.Token == g.token
+}
+
+// queueFor returns the queue a release computed from cur serves: the followed one when the
+// follower has it as of cur, else one read (readQueue).
+func (g *Grant) queueFor(ctx context.Context, cur *coordinationv1.Lease) (*lease.Queue, error) {
+	g.mu.Lock()
+	f := g.follower
+	g.mu.Unlock()
+	var known *coordinationv1.Lease
+	if f != nil && f.queue == lease.QueueOf(cur) {
+		known, _ = f.queueAsOf(ctx, cur.ResourceVersion)
+	}
+	return g.locker.readQueue(ctx, cur, known)
+}

@@ -1,0 +1,91 @@
+/*
+Copyright 2026 The fencedlock Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package lock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+func leaseAt(name, rv string) *coordinationv1.Lease {
+	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv}}
+}
+
+// The follower's bookkeeping, event by event: the pure part of following the queue (the watch's
+// order is the API server's, pinned by the integration suite).
+func TestFollowerKeepsTheQueueAsOfTheWatchPosition(t *testing.T) {
+	stopped := 0
+	f := &follower{lock: "l", queue: "q", moved: make(chan struct{}), stop: func() { stopped++ }}
+	ctx := context.Background()
+	if _, ok := f.queueAsOf(ctx, "1"); ok {
+		t.Fatal("a follower that has shown no queue Lease answered")
+	}
+	if le, ok := f.observe(watch.Event{Type: watch.Modified, Object: leaseAt("q", "5")}); le != nil || !ok {
+		t.Fatalf("a queue event: got %v, %v", le, ok)
+	}
+	if le, ok := f.observe(watch.Event{Type: watch.Modified, Object: leaseAt("l", "7")}); le == nil || le.Name != "l" || !ok {
+		t.Fatalf("a lock Lease event is handed on: got %v, %v", le, ok)
+	}
+	if le, ok := f.observe(watch.Event{Type: watch.Modified, Object: leaseAt("someone-elses", "8")}); le != nil || !ok {
+		t.Fatalf("another Lease with the label is ignored: got %v, %v", le, ok)
+	}
+	if ql, ok := f.queueAsOf(ctx, "7"); !ok || ql.ResourceVersion != "5" {
+		t.Fatalf("as of 7: got %v, %v; want the queue Lease at 5", ql, ok)
+	}
+
+	// A release conditioned on a version the watch has not shown yet waits for it.
+	go func() {
+		time.Sleep(5 * time.Millisecond)
+		f.observe(watch.Event{Type: watch.Modified, Object: leaseAt("q", "9")})
+		f.observe(watch.Event{Type: watch.Bookmark, Object: leaseAt("", "12")})
+	}()
+	if ql, ok := f.queueAsOf(ctx, "11"); !ok || ql.ResourceVersion != "9" {
+		t.Fatalf("as of 11: got %v, %v; want the queue Lease at 9, shown before the bookmark at 12", ql, ok)
+	}
+	start := time.Now()
+	if _, ok := f.queueAsOf(ctx, "13"); ok || time.Since(start) < followWait {
+		t.Fatalf("a version the watch never shows: answered %v after %v", ok, time.Since(start))
+	}
+
+	f.observe(watch.Event{Type: watch.Deleted, Object: leaseAt("q", "14")})
+	if _, ok := f.queueAsOf(ctx, "14"); ok {
+		t.Fatal("a deleted queue Lease is not known to be empty: it is read")
+	}
+	if _, ok := f.observe(watch.Event{Type: watch.Deleted, Object: leaseAt("l", "15")}); ok || stopped != 1 {
+		t.Fatalf("the lock Lease leaving the selection ends the follower: ok %v, stopped %d", ok, stopped)
+	}
+	f.end()
+	if stopped != 1 {
+		t.Fatalf("the watch was stopped %d times", stopped)
+	}
+}
+
+func TestFollowerEndsOnAWatchError(t *testing.T) {
+	f := &follower{lock: "l", queue: "q", moved: make(chan struct{}), stop: func() {}}
+	f.observe(watch.Event{Type: watch.Modified, Object: leaseAt("q", "5")})
+	if _, ok := f.observe(watch.Event{Type: watch.Error, Object: &metav1.Status{Code: 410}}); ok {
+		t.Fatal("an error event was followed")
+	}
+	if _, ok := f.queueAsOf(context.Background(), "5"); ok {
+		t.Fatal("an ended follower answered")
+	}
+}

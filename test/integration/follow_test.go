@@ -1,0 +1,214 @@
+/*
+Copyright 2026 The fencedlock Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/pkg/lock"
+	"github.com/fencedlock/fencedlock/test/util"
+)
+
+// leaseReads counts the Lease reads (GET) made through it, by name.
+type leaseReads struct {
+	coordinationv1client.LeasesGetter
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (r *leaseReads) Leases(ns string) coordinationv1client.LeaseInterface {
+	return countedReads{r.LeasesGetter.Leases(ns), r}
+}
+
+func (r *leaseReads) of(name string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n[name]
+}
+
+type countedReads struct {
+	coordinationv1client.LeaseInterface
+	r *leaseReads
+}
+
+func (c countedReads) Get(ctx context.Context, name string, o metav1.GetOptions) (*coordinationv1.Lease, error) {
+	c.r.mu.Lock()
+	if c.r.n == nil {
+		c.r.n = map[string]int{}
+	}
+	c.r.n[name]++
+	c.r.mu.Unlock()
+	return c.LeaseInterface.Get(ctx, name, o)
+}
+
+// watchedPast waits until a watch of both of a lock's Leases has delivered resourceVersion rv.
+func watchedPast(ns, selector, from, rv string) {
+	w, err := clientset.CoordinationV1().Leases(ns).Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: from})
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	defer w.Stop()
+	EventuallyWithOffset(1, func() bool {
+		select {
+		case ev := <-w.ResultChan():
+			le, ok := ev.Object.(*coordinationv1.Lease)
+			return ok && lease.Covers(le.ResourceVersion, rv)
+		default:
+			return false
+		}
+	}, 10*time.Second, time.Millisecond).Should(BeTrue())
+}
+
+var _ = Describe("A holder that follows its lock's queue", func() {
+	// What following relies on: one watch of one resource delivers its events in resourceVersion
+	// order, whichever of the selected objects each is about.
+	It("is shown both Leases' writes by one watch, in resourceVersion order and none missing", func() {
+		ns := kit.NewNamespace()
+		leases := clientset.CoordinationV1().Leases(ns)
+		sel := map[string]string{locksv1alpha1.LockUIDLabel: "order"}
+		rvs := make([]string, 0, 2)
+		for _, name := range []string{"a", "b"} {
+			l, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: sel}}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			rvs = append(rvs, l.ResourceVersion)
+		}
+		w, err := leases.Watch(ctx, metav1.ListOptions{LabelSelector: locksv1alpha1.LockUIDLabel + "=order", ResourceVersion: rvs[1]})
+		Expect(err).NotTo(HaveOccurred())
+		defer w.Stop()
+		written := make([]string, 0, 60)
+		for i := range 60 {
+			name := []string{"a", "b"}[i%2]
+			l, err := leases.Get(ctx, name, metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			l.Spec.HolderIdentity = new(fmt.Sprint(i))
+			l, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			written = append(written, name+"@"+l.ResourceVersion)
+		}
+		var seen []string
+		for len(seen) < len(written) {
+			var ev watch.Event
+			Eventually(w.ResultChan(), 10*time.Second).Should(Receive(&ev))
+			if le, ok := ev.Object.(*coordinationv1.Lease); ok && ev.Type == watch.Modified {
+				seen = append(seen, le.Name+"@"+le.ResourceVersion)
+			}
+		}
+		Expect(seen).To(Equal(written))
+	})
+
+	It("hands the lock on in one write: a holder served as the head serves a waiter that joined while it held, from its watch", func() {
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "relay", util.LeaseSeconds(15))
+		lockLease := kit.GetLease(ns, "relay")
+		uid := string(metav1.GetControllerOf(lockLease).UID)
+		queue := lease.QueueOf(lockLease)
+		sel := locksv1alpha1.LockUIDLabel + "=" + uid
+
+		By("the manager labels both of the lock's Leases with its uid")
+		Expect(lockLease.Labels).To(HaveKeyWithValue(locksv1alpha1.LockUIDLabel, uid))
+		Eventually(func() map[string]string { return kit.GetLease(ns, queue).Labels }, 10*time.Second, 20*time.Millisecond).
+			Should(HaveKeyWithValue(locksv1alpha1.LockUIDLabel, uid))
+		Expect(lease.FollowSelector(lockLease)).To(Equal(sel))
+
+		first, err := kit.Locker(ns, "relay", "first").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		reads := &leaseReads{LeasesGetter: kit.Leases}
+		gotB, _ := acquireAsync(ctx, util.NewLocker(reads, ns, "relay", lock.WithIdentity("b")))
+		Eventually(func() []string { return waiterIDs(ns, "relay") }, 10*time.Second, 20*time.Millisecond).Should(Equal([]string{"b"}))
+		Eventually(func() bool { return kit.LeaseState(ns, "relay").Waiting }, 10*time.Second, 20*time.Millisecond).Should(BeTrue())
+		Expect(first.Release(ctx)).To(Succeed())
+		var b *lock.Grant
+		Eventually(gotB, 10*time.Second).Should(Receive(&b))
+
+		By("c joins while b holds; b renews after that join, so its release is conditioned on a version past it")
+		granted := kit.GetLease(ns, "relay").ResourceVersion
+		gotC, _ := acquireAsync(ctx, kit.Locker(ns, "relay", "c"))
+		Eventually(func() []lease.Waiter {
+			return lease.ReadQueue(kit.GetLease(ns, queue)).Waiting(kit.LeaseState(ns, "relay").Served)
+		},
+			10*time.Second, 20*time.Millisecond).Should(HaveLen(1))
+		Expect(b.Renew(ctx)).To(Succeed())
+		watchedPast(ns, sel, granted, kit.GetLease(ns, "relay").ResourceVersion)
+
+		before := reads.of(queue)
+		Expect(b.Release(ctx)).To(Succeed())
+		Expect(reads.of(queue)).To(Equal(before), "b's release served the queue its watch showed, without reading it")
+		var c *lock.Grant
+		Eventually(gotC, 10*time.Second).Should(Receive(&c))
+		Expect(c.Token()).To(BeNumerically(">", b.Token()))
+		st := kit.LeaseState(ns, "relay")
+		Expect(st.Holder).To(Equal("c"))
+		Expect(c.Release(ctx)).To(Succeed())
+	})
+
+	It("waits on the lock Lease alone, and reads the queue at release, for a principal that may watch it by name only", func() {
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "narrow", util.LeaseSeconds(15))
+		queue := lease.QueueOf(kit.GetLease(ns, "narrow"))
+		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "narrow"}, Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
+			ResourceNames: []string{"narrow", queue}, Verbs: []string{"get", "list", "watch", "update"},
+		}}}
+		Expect(k8sClient.Create(ctx, role)).To(Succeed())
+		Expect(k8sClient.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "narrow"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "narrow"},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "narrow"}}})).To(Succeed())
+		c := rest.CopyConfig(cfg)
+		c.Impersonate = rest.ImpersonationConfig{UserName: "narrow"}
+		cs, err := kubernetes.NewForConfig(c)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = cs.CoordinationV1().Leases(ns).Watch(ctx, metav1.ListOptions{LabelSelector: lease.FollowSelector(kit.GetLease(ns, "narrow"))})
+		Expect(err).To(HaveOccurred(), "the role allows no watch without a name")
+
+		holder, err := kit.Locker(ns, "narrow", "holder").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		reads := &leaseReads{LeasesGetter: cs.CoordinationV1()}
+		got, failed := acquireAsync(ctx, util.NewLocker(reads, ns, "narrow", lock.WithIdentity("narrow")))
+		Eventually(func() []string { return waiterIDs(ns, "narrow") }, 10*time.Second, 20*time.Millisecond).Should(Equal([]string{"narrow"}))
+		Eventually(func() bool { return kit.LeaseState(ns, "narrow").Waiting }, 10*time.Second, 20*time.Millisecond).Should(BeTrue())
+		Expect(holder.Release(ctx)).To(Succeed())
+		var g *lock.Grant
+		Eventually(got, 10*time.Second).Should(Receive(&g))
+		Consistently(failed).ShouldNot(Receive())
+
+		gotNext, _ := acquireAsync(ctx, kit.Locker(ns, "narrow", "next"))
+		Eventually(func() []lease.Waiter {
+			return lease.ReadQueue(kit.GetLease(ns, queue)).Waiting(kit.LeaseState(ns, "narrow").Served)
+		}, 10*time.Second, 20*time.Millisecond).Should(HaveLen(1))
+		before := reads.of(queue)
+		Expect(g.Release(ctx)).To(Succeed())
+		Expect(reads.of(queue)).To(BeNumerically(">", before), "without the watch of both Leases, the release reads the queue")
+		var next *lock.Grant
+		Eventually(gotNext, 10*time.Second).Should(Receive(&next))
+		Expect(next.Token()).To(BeNumerically(">", g.Token()))
+		Expect(next.Release(ctx)).To(Succeed())
+	})
+})
