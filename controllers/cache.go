@@ -52,8 +52,14 @@ var compactMeta toolscache.TransformFunc = func(in any) (any, error) {
 		obj.SetManagedFields(nil)
 	}
 	obj.SetNamespace(intern(obj.GetNamespace()))
+	refs := obj.GetOwnerReferences()
 	if l := obj.GetLabels(); len(l) > 0 {
-		obj.SetLabels(sharedLabels(l))
+		l = sharedLabels(l)
+		// A lock's Leases carry its uid twice, as their owner's and as a label: keep one string.
+		if v, ok := l[locksv1alpha1.LockUIDLabel]; ok && len(refs) > 0 && v == string(refs[0].UID) {
+			l[locksv1alpha1.LockUIDLabel] = string(refs[0].UID)
+		}
+		obj.SetLabels(l)
 	}
 	if a := obj.GetAnnotations(); len(a) > 0 {
 		interned := make(map[string]string, len(a))
@@ -62,7 +68,7 @@ var compactMeta toolscache.TransformFunc = func(in any) (any, error) {
 		}
 		obj.SetAnnotations(interned)
 	}
-	if refs := obj.GetOwnerReferences(); len(refs) > 0 {
+	if len(refs) > 0 {
 		for i := range refs {
 			refs[i].APIVersion, refs[i].Kind = intern(refs[i].APIVersion), intern(refs[i].Kind)
 			if refs[i].Name == obj.GetName() { // a lock's Leases are named after it

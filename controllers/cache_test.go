@@ -19,6 +19,7 @@ package controllers
 import (
 	"reflect"
 	"testing"
+	"unsafe"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -66,5 +67,21 @@ func TestCompactMeta(t *testing.T) {
 	}
 	if pod.Labels["statefulset.kubernetes.io/pod-name"] != "p" || pod.Labels[locksv1alpha1.LockLabel] != "jobs" || len(pod.Labels) != 2 {
 		t.Errorf("pod labels changed: %v", pod.Labels)
+	}
+
+	// A lock's Leases carry its uid as their owner's and as a label: one string holds both.
+	labelled := lease("c")
+	labelled.Labels = map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue,
+		locksv1alpha1.LockUIDLabel: string([]byte("u-1"))} // a string of its own, as the decoder makes
+	want = labelled.DeepCopy()
+	want.ManagedFields = nil
+	if _, err := compactMeta(labelled); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(labelled, want) {
+		t.Fatalf("compacted Lease differs beyond its managed fields:\n got %+v\nwant %+v", labelled.ObjectMeta, want.ObjectMeta)
+	}
+	if unsafe.StringData(labelled.Labels[locksv1alpha1.LockUIDLabel]) != unsafe.StringData(string(labelled.OwnerReferences[0].UID)) {
+		t.Error("the uid label keeps a string of its own beside the owner reference's")
 	}
 }

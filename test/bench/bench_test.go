@@ -488,8 +488,9 @@ func (b *bench) handover(floor stats) {
 	b.rep.headlineFigure("handover", fmt.Sprintf("%.2fx CAS p50", float64(s.p50)/float64(c.p50)))
 	b.rep.add("handover: the release's requests (means)", fmt.Sprintf("%.2f reads, %.2f updates", float64(gets)/float64(n),
 		float64(updates)/float64(n)), fmt.Sprintf("%.2f conflicts", float64(conflicts)/float64(n)), "", nil)
-	// The release's reads (the queue, read as of the lock Lease from the API server's watch cache)
-	// and writes as the client timed them, then the waiter's wait from Release's return to its
+	// The release's reads (the queue, when the holder's watch has not shown it as of the lock
+	// Lease: the first release, whose holder took the lock without queueing) and writes as the
+	// client timed them, then the waiter's wait from Release's return to its
 	// grant: the watch's delivery of the release write, and the waiter's decision.
 	perRelease := func(t time.Duration) time.Duration { return t / time.Duration(n) }
 	b.rep.add("where a handover's time goes: the release's reads / its writes / Release returned -> waiter granted (means per handover)",

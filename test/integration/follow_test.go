@@ -169,6 +169,23 @@ var _ = Describe("A holder that follows its lock's queue", func() {
 		Expect(c.Release(ctx)).To(Succeed())
 	})
 
+	It("labels both Leases of a lock made before the label existed", func() {
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "older", util.LeaseSeconds(15))
+		queue := lease.QueueOf(kit.GetLease(ns, "older"))
+		uid := string(metav1.GetControllerOf(kit.GetLease(ns, "older")).UID)
+		Eventually(func() map[string]string { return kit.GetLease(ns, queue).Labels }, 10*time.Second, 20*time.Millisecond).
+			Should(HaveKeyWithValue(locksv1alpha1.LockUIDLabel, uid))
+		for _, name := range []string{"older", queue} {
+			l := kit.GetLease(ns, name)
+			Expect(k8sClient.Patch(ctx, l, mergePatch(`{"metadata":{"labels":{%q:null}}}`, locksv1alpha1.LockUIDLabel))).To(Succeed())
+		}
+		for _, name := range []string{"older", queue} {
+			Eventually(func() map[string]string { return kit.GetLease(ns, name).Labels }, 10*time.Second, 20*time.Millisecond).
+				Should(HaveKeyWithValue(locksv1alpha1.LockUIDLabel, uid), "Lease %s", name)
+		}
+	})
+
 	It("waits on the lock Lease alone, and reads the queue at release, for a principal that may watch it by name only", func() {
 		ns := kit.NewNamespace()
 		kit.NewLock(ns, "narrow", util.LeaseSeconds(15))
