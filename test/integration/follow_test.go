@@ -87,6 +87,23 @@ func watchedPast(ns, selector, from, rv string) {
 	}, 10*time.Second, time.Millisecond).Should(BeTrue())
 }
 
+// servedAsHead queues id, through leases, as the head of the queue of lock name behind a holder,
+// which then releases: id is served in that release.
+func servedAsHead(leases coordinationv1client.LeasesGetter, ns, name, id string) *lock.Grant {
+	holder, err := kit.Locker(ns, name, "holder").TryAcquire(ctx)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	got, failed := acquireAsync(ctx, util.NewLocker(leases, ns, name, lock.WithIdentity(id)))
+	EventuallyWithOffset(1, func() []string { return waiterIDs(ns, name) }, 10*time.Second, 20*time.Millisecond).
+		Should(Equal([]string{id}))
+	EventuallyWithOffset(1, func() bool { return kit.LeaseState(ns, name).Waiting }, 10*time.Second, 20*time.Millisecond).
+		Should(BeTrue())
+	ExpectWithOffset(1, holder.Release(ctx)).To(Succeed())
+	var g *lock.Grant
+	EventuallyWithOffset(1, got, 10*time.Second).Should(Receive(&g))
+	ConsistentlyWithOffset(1, failed).ShouldNot(Receive())
+	return g
+}
+
 var _ = Describe("A holder that follows its lock's queue", func() {
 	// What following relies on: one watch of one resource delivers its events in resourceVersion
 	// order, whichever of the selected objects each is about.
@@ -138,15 +155,8 @@ var _ = Describe("A holder that follows its lock's queue", func() {
 			Should(HaveKeyWithValue(locksv1alpha1.LockUIDLabel, uid))
 		Expect(lease.FollowSelector(lockLease)).To(Equal(sel))
 
-		first, err := kit.Locker(ns, "relay", "first").TryAcquire(ctx)
-		Expect(err).NotTo(HaveOccurred())
 		reads := &leaseReads{LeasesGetter: kit.Leases}
-		gotB, _ := acquireAsync(ctx, util.NewLocker(reads, ns, "relay", lock.WithIdentity("b")))
-		Eventually(func() []string { return waiterIDs(ns, "relay") }, 10*time.Second, 20*time.Millisecond).Should(Equal([]string{"b"}))
-		Eventually(func() bool { return kit.LeaseState(ns, "relay").Waiting }, 10*time.Second, 20*time.Millisecond).Should(BeTrue())
-		Expect(first.Release(ctx)).To(Succeed())
-		var b *lock.Grant
-		Eventually(gotB, 10*time.Second).Should(Receive(&b))
+		b := servedAsHead(reads, ns, "relay", "b")
 
 		By("c joins while b holds; b renews after that join, so its release is conditioned on a version past it")
 		granted := kit.GetLease(ns, "relay").ResourceVersion
@@ -205,16 +215,8 @@ var _ = Describe("A holder that follows its lock's queue", func() {
 		_, err = cs.CoordinationV1().Leases(ns).Watch(ctx, metav1.ListOptions{LabelSelector: lease.FollowSelector(kit.GetLease(ns, "narrow"))})
 		Expect(err).To(HaveOccurred(), "the role allows no watch without a name")
 
-		holder, err := kit.Locker(ns, "narrow", "holder").TryAcquire(ctx)
-		Expect(err).NotTo(HaveOccurred())
 		reads := &leaseReads{LeasesGetter: cs.CoordinationV1()}
-		got, failed := acquireAsync(ctx, util.NewLocker(reads, ns, "narrow", lock.WithIdentity("narrow")))
-		Eventually(func() []string { return waiterIDs(ns, "narrow") }, 10*time.Second, 20*time.Millisecond).Should(Equal([]string{"narrow"}))
-		Eventually(func() bool { return kit.LeaseState(ns, "narrow").Waiting }, 10*time.Second, 20*time.Millisecond).Should(BeTrue())
-		Expect(holder.Release(ctx)).To(Succeed())
-		var g *lock.Grant
-		Eventually(got, 10*time.Second).Should(Receive(&g))
-		Consistently(failed).ShouldNot(Receive())
+		g := servedAsHead(reads, ns, "narrow", "narrow")
 
 		gotNext, _ := acquireAsync(ctx, kit.Locker(ns, "narrow", "next"))
 		Eventually(func() []lease.Waiter {
