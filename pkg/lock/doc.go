@@ -27,6 +27,11 @@ limitations under the License.
 // its permits (Grant.Permit), each a grant with its own token, and wait in the lock's one queue
 // when every permit is held. A holder identity holds at most one permit of a lock.
 //
+// Permissions: get, list, watch and update on the lock's two Leases (the lock's name, and
+// fencedlock-queue-<the FencedLock's uid>). With watch on Leases of the namespace, not limited to
+// those names, a waiter at the head of the queue also follows the queue, and its release then
+// makes no read (Acquire); limited to the names, it reads the queue at release, one request more.
+//
 // The token, not this package, is what keeps data safe. A process can be paused (GC, SIGSTOP, a
 // descheduled VM) at any instruction, including right after it checked that it still holds the
 // lock; renewal loops pause with it. Pass Grant.Token with every write to fenced storage (a fenced
