@@ -186,10 +186,10 @@ func shownHolders(s locksv1alpha1.FencedLockStatus) []locksv1alpha1.Holder {
 }
 
 // leaseNeedsSync reports whether the Lease needs the lock's spec applied (its duration and
-// permits).
+// permits), or the label of the lock's uid.
 func leaseNeedsSync(l *coordinationv1.Lease, fl *locksv1alpha1.FencedLock) bool {
 	if l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds != fl.Spec.LeaseDurationSeconds ||
-		l.Labels[locksv1alpha1.LockUIDLabel] != string(fl.UID) { // a Lease made before the label existed
+		l.Labels[locksv1alpha1.LockUIDLabel] != string(fl.UID) { // made before the label existed
 		return true
 	}
 	changed, err := lease.SetPermits(l.DeepCopy(), fl.Spec.PermitCount())
