@@ -69,13 +69,10 @@ type waitWatch struct {
 // lock Lease by name only is told Forbidden: this Locker then watches by name from then on.
 func (l *Locker) watch(ctx context.Context, a *acquisition, cur *coordinationv1.Lease, rv string) (*waitWatch, error) {
 	if sel := l.followSelector(a, cur); sel != "" {
-		fctx, cancel := context.WithCancel(ctx)
-		w, err := l.leases.Watch(fctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
+		w, err := l.leases.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
 		if err == nil {
-			return &waitWatch{w: w, f: &follower{lock: l.name, queue: a.queue, moved: make(chan struct{}),
-				stop: func() { w.Stop(); cancel() }}}, nil
+			return &waitWatch{w: w, f: &follower{lock: l.name, queue: a.queue, moved: make(chan struct{}), stop: w.Stop}}, nil
 		}
-		cancel()
 		if !apierrors.IsForbidden(err) {
 			return nil, err
 		}
