@@ -105,7 +105,12 @@ var _ = Describe("Fault injection", Ordered, func() {
 		c = newCampaign()
 		By("rolling the manager's replicas out with the crash-after-pod-grant failpoint armed")
 		setFailpoint(0.3)
-		DeferCleanup(func() { setFailpoint(0) })
+		DeferCleanup(func() {
+			setFailpoint(0)
+			// The next spec starts with both replicas serving, whatever the faults left.
+			waitWebhooksServing()
+			waitLeader()
+		})
 	})
 
 	It("never admits a write with a superseded token, and the history is linearizable", func() {

@@ -193,6 +193,7 @@ var _ = BeforeSuite(func() {
 var _ = JustAfterEach(func() {
 	if CurrentSpecReport().Failed() {
 		dumpManagerLogs()
+		dumpWebhookEndpoints()
 	}
 })
 

@@ -33,10 +33,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
@@ -45,6 +43,9 @@ import (
 
 var _ = Describe("The install (config/default) in the cluster", func() {
 	It("runs two replicas of the image built here, behind the webhook Service, with cert-controller's CA in both webhook configurations", func() {
+		// Specs run in random order: this one checks the install once the one before has settled.
+		waitManagerRollout()
+		waitWebhooksServing()
 		d := &appsv1.Deployment{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: managerNamespace, Name: managerDeployment}, d)).To(Succeed())
 		Expect(d.Spec.Replicas).To(HaveValue(Equal(int32(2))))
@@ -54,18 +55,8 @@ var _ = Describe("The install (config/default) in the cluster", func() {
 		Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--leader-elect"))
 
 		By("both replicas are endpoints of the webhook Service")
-		var eps discoveryv1.EndpointSliceList
-		Expect(k8sClient.List(ctx, &eps, client.InNamespace(managerNamespace),
-			client.MatchingLabels{discoveryv1.LabelServiceName: "fencedlock-webhook-service"})).To(Succeed())
-		ready := 0
-		for _, s := range eps.Items {
-			for _, e := range s.Endpoints {
-				if ptr.Deref(e.Conditions.Ready, false) {
-					ready++
-				}
-			}
-		}
-		Expect(ready).To(Equal(2), "ready endpoints of fencedlock-webhook-service")
+		Expect(webhookEndpoints()).To(HaveLen(2))
+		Expect(webhookEndpoints()).To(ConsistOf(liveManagerIPs()))
 
 		By("the serving certificate is for the Service's DNS name and signed by the CA in both configurations")
 		Expect(caBundles()).To(Succeed())
@@ -77,7 +68,7 @@ var _ = Describe("The install (config/default) in the cluster", func() {
 		Expect(block).NotTo(BeNil())
 		cert, err := x509.ParseCertificate(block.Bytes)
 		Expect(err).NotTo(HaveOccurred())
-		_, err = cert.Verify(x509.VerifyOptions{DNSName: "fencedlock-webhook-service.fencedlock-system.svc", Roots: pool,
+		_, err = cert.Verify(x509.VerifyOptions{DNSName: webhookService + "." + managerNamespace + ".svc", Roots: pool,
 			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
 		Expect(err).NotTo(HaveOccurred())
 

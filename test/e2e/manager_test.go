@@ -33,6 +33,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,6 +52,7 @@ const (
 	certSecret        = "fencedlock-webhook-server-cert"
 	validatingConfig  = "fencedlock-validating-webhook-configuration"
 	mutatingConfig    = "fencedlock-mutating-webhook-configuration"
+	webhookService    = "fencedlock-webhook-service"
 	leaderLease       = "fencedlock-manager.fencedlock.io"
 	imageAnnotation   = "e2e.fencedlock.io/manager-image-sha256"
 	failpointEnv      = "FENCEDLOCK_FAILPOINT_CRASH_AFTER_POD_GRANT"
@@ -146,18 +148,87 @@ func waitManagerRollout() {
 }
 
 // waitWebhooksServing waits until the certificate rotator has put its CA into every webhook of
-// both configurations and the API server gets answers from both webhooks through the Service.
+// both configurations, the webhook Service's endpoints are the live replicas, and the API server
+// gets answers from both webhooks through the Service several times in a row. The API server
+// calls an endpoint picked at random from its copy of the EndpointSlices: one answer says only
+// that one endpoint serves, and a spec that started while another still named a replica that is
+// gone would have its pod creations refused ("no route to host").
 func waitWebhooksServing() {
 	EventuallyWithOffset(1, func(g Gomega) {
 		g.Expect(caBundles()).To(Succeed())
 	}, time.Minute, 250*time.Millisecond).Should(Succeed(), "CA bundles not injected")
 	EventuallyWithOffset(1, func(g Gomega) {
-		pod := probePod("default", "gate-probe")
-		g.Expect(k8sClient.Create(ctx, pod, client.DryRunAll)).To(Succeed())
-		g.Expect(pod.Spec.SchedulingGates).To(ContainElement(corev1.PodSchedulingGate{Name: locksv1alpha1.SchedulingGate}),
-			"the pod gate did not gate a lock-labelled pod")
-		g.Expect(fenceAnswers("default")).To(Succeed())
+		g.Expect(webhookEndpoints()).To(ConsistOf(liveManagerIPs()),
+			"the ready endpoints of %s are not the running replicas' pod IPs", webhookService)
+	}, time.Minute, 250*time.Millisecond).Should(Succeed(), "the webhook Service's endpoints did not settle")
+	EventuallyWithOffset(1, func(g Gomega) {
+		for range 5 {
+			pod := probePod("default", "gate-probe")
+			g.Expect(k8sClient.Create(ctx, pod, client.DryRunAll)).To(Succeed())
+			g.Expect(pod.Spec.SchedulingGates).To(ContainElement(corev1.PodSchedulingGate{Name: locksv1alpha1.SchedulingGate}),
+				"the pod gate did not gate a lock-labelled pod")
+			g.Expect(fenceAnswers("default")).To(Succeed())
+		}
 	}, time.Minute, 250*time.Millisecond).Should(Succeed(), "the webhooks do not answer through their Service")
+}
+
+// webhookEndpoints returns the addresses the webhook Service's EndpointSlices mark ready: those
+// the API server picks from.
+func webhookEndpoints() []string {
+	var eps discoveryv1.EndpointSliceList
+	ExpectWithOffset(1, k8sClient.List(ctx, &eps, client.InNamespace(managerNamespace),
+		client.MatchingLabels{discoveryv1.LabelServiceName: webhookService})).To(Succeed())
+	var ips []string
+	for _, s := range eps.Items {
+		for _, e := range s.Endpoints {
+			if ptr.Deref(e.Conditions.Ready, true) && len(e.Addresses) > 0 {
+				ips = append(ips, e.Addresses[0])
+			}
+		}
+	}
+	return ips
+}
+
+// liveManagerIPs returns the pod IPs of the manager replicas that run, are ready and are not being
+// deleted.
+func liveManagerIPs() []string {
+	var ips []string
+	for _, p := range managerPods() {
+		ready := slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+			return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+		})
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && ready && p.Status.PodIP != "" {
+			ips = append(ips, p.Status.PodIP)
+		}
+	}
+	return ips
+}
+
+// dumpWebhookEndpoints prints the webhook Service's EndpointSlices and the manager pods, with
+// their addresses and states: what a refused webhook call needs to be explained.
+func dumpWebhookEndpoints() {
+	var eps discoveryv1.EndpointSliceList
+	if err := k8sClient.List(ctx, &eps, client.InNamespace(managerNamespace),
+		client.MatchingLabels{discoveryv1.LabelServiceName: webhookService}); err != nil {
+		fmt.Fprintf(GinkgoWriter, "listing the EndpointSlices of %s: %v\n", webhookService, err)
+	}
+	fmt.Fprintf(GinkgoWriter, "---- EndpointSlices of %s ----\n", webhookService)
+	for _, s := range eps.Items {
+		for _, e := range s.Endpoints {
+			fmt.Fprintf(GinkgoWriter, "%s rv=%s: %v ready=%v serving=%v terminating=%v pod=%v\n", s.Name, s.ResourceVersion,
+				e.Addresses, ptr.Deref(e.Conditions.Ready, true), ptr.Deref(e.Conditions.Serving, true),
+				ptr.Deref(e.Conditions.Terminating, false), e.TargetRef)
+		}
+	}
+	var pods corev1.PodList
+	if err := k8sClient.List(ctx, &pods, client.InNamespace(managerNamespace), managerLabels); err != nil {
+		fmt.Fprintf(GinkgoWriter, "listing the manager pods: %v\n", err)
+	}
+	fmt.Fprintf(GinkgoWriter, "---- manager pods ----\n")
+	for _, p := range pods.Items {
+		fmt.Fprintf(GinkgoWriter, "%s ip=%s phase=%s deleting=%v conditions=%v\n", p.Name, p.Status.PodIP, p.Status.Phase,
+			p.DeletionTimestamp != nil, p.Status.Conditions)
+	}
 }
 
 // caBundles checks that every webhook of both configurations carries the CA of the certificate
