@@ -62,16 +62,26 @@ func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.
 	if err != nil {
 		return fmt.Errorf("updating lease: %w", err)
 	}
+	// The Events are sent once the ungate below is made: each is a write to the same API server,
+	// and sent first they compete with the write the next pod waits for.
+	var events []func()
+	defer func() {
+		for _, send := range events {
+			send()
+		}
+	}()
 	log := logf.FromContext(ctx)
 	switch p.end {
 	case revoke:
 		r.observer.noteRevoke(client.ObjectKeyFromObject(fl))
-		r.recordRevoke(ctx, fl, l, st, p.reason, now.Sub(obs.acquiredAt))
+		events = append(events, r.recordRevoke(ctx, fl, l, st, p.reason, now.Sub(obs.acquiredAt)))
 	case release:
 		log.Info("Released lock on behalf of its pod", "holder", st.Holder, "token", st.Token.String(), "why", p.why)
 		if p.holder != nil {
-			r.recorder.Eventf(p.holder, fl, corev1.EventTypeNormal, locksv1alpha1.ReasonReleased, actionRelease,
-				"Released lock %s (token %s): %s", fl.Name, st.Token, p.why)
+			events = append(events, func() {
+				r.recorder.Eventf(p.holder, fl, corev1.EventTypeNormal, locksv1alpha1.ReasonReleased, actionRelease,
+					"Released lock %s (token %s): %s", fl.Name, st.Token, p.why)
+			})
 		}
 	}
 	if h.To == nil {
@@ -89,8 +99,10 @@ func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.
 	}
 	observeWait(now.Sub(enqueuedAt(pod)))
 	log.Info("Granted lock to pod", "pod", pod.Name, "ticket", h.To.Ticket.String(), "token", h.Token.String())
-	r.recorder.Eventf(pod, fl, corev1.EventTypeNormal, locksv1alpha1.ReasonGranted, actionGrant,
-		"Granted lock %s with token %s%s", fl.Name, h.Token, permitNote(fl, h.Permit))
+	events = append(events, func() {
+		r.recorder.Eventf(pod, fl, corev1.EventTypeNormal, locksv1alpha1.ReasonGranted, actionGrant,
+			"Granted lock %s with token %s%s", fl.Name, h.Token, permitNote(fl, h.Permit))
+	})
 	if !p.headUngates {
 		// The pod waits for a later lock: the Lease write wakes that lock's reconcile (and the
 		// one that grants the last lock ungates the pod).
@@ -110,10 +122,10 @@ func permitNote(fl *locksv1alpha1.FencedLock, permit int) string {
 	return fmt.Sprintf(" (permit %d of %d)", permit, fl.Spec.PermitCount())
 }
 
-// recordRevoke reports a revocation: metrics, a log line, an event on the lock and, for a pod
-// holder, one on the pod.
+// recordRevoke reports a revocation: metrics and a log line now; it returns the sending of an
+// event on the lock and, for a pod holder, one on the pod.
 func (r *FencedLockReconciler) recordRevoke(ctx context.Context, fl *locksv1alpha1.FencedLock, l *coordinationv1.Lease,
-	st lease.State, reason expiryReason, held time.Duration) {
+	st lease.State, reason expiryReason, held time.Duration) (sendEvents func()) {
 	countRevocation(reason, held)
 	why := fmt.Sprintf("not renewed within %s", st.Duration)
 	note := fmt.Sprintf("Grant of %s (token %s) was not renewed within %s; revoked", st.Holder, st.Token, st.Duration)
@@ -127,10 +139,12 @@ func (r *FencedLockReconciler) recordRevoke(ctx context.Context, fl *locksv1alph
 	}
 	logf.FromContext(ctx).Info("Revoked grant", "holder", st.Holder, "token", st.Token.String(), "why", why,
 		"held", held.String())
-	r.recorder.Eventf(fl, l, corev1.EventTypeWarning, locksv1alpha1.ReasonExpired, actionRevoke, note)
-	if pod := holderPodRef(fl.Namespace, st.Holder); pod != nil {
-		r.recorder.Eventf(pod, fl, corev1.EventTypeWarning, locksv1alpha1.ReasonExpired, actionRevoke,
-			"Revoked lock %s (token %s): %s", fl.Name, st.Token, why)
+	return func() {
+		r.recorder.Eventf(fl, l, corev1.EventTypeWarning, locksv1alpha1.ReasonExpired, actionRevoke, note)
+		if pod := holderPodRef(fl.Namespace, st.Holder); pod != nil {
+			r.recorder.Eventf(pod, fl, corev1.EventTypeWarning, locksv1alpha1.ReasonExpired, actionRevoke,
+				"Revoked lock %s (token %s): %s", fl.Name, st.Token, why)
+		}
 	}
 }
 
