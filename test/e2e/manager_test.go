@@ -175,9 +175,8 @@ func waitWebhooksServing() {
 // webhookEndpoints returns the addresses the webhook Service's EndpointSlices mark ready: those
 // the API server picks from.
 func webhookEndpoints() []string {
-	var eps discoveryv1.EndpointSliceList
-	ExpectWithOffset(1, k8sClient.List(ctx, &eps, client.InNamespace(managerNamespace),
-		client.MatchingLabels{discoveryv1.LabelServiceName: webhookService})).To(Succeed())
+	eps, err := webhookSlices()
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	var ips []string
 	for _, s := range eps.Items {
 		for _, e := range s.Endpoints {
@@ -187,6 +186,14 @@ func webhookEndpoints() []string {
 		}
 	}
 	return ips
+}
+
+// webhookSlices lists the webhook Service's EndpointSlices.
+func webhookSlices() (discoveryv1.EndpointSliceList, error) {
+	var eps discoveryv1.EndpointSliceList
+	err := k8sClient.List(ctx, &eps, client.InNamespace(managerNamespace),
+		client.MatchingLabels{discoveryv1.LabelServiceName: webhookService})
+	return eps, err
 }
 
 // liveManagerIPs returns the pod IPs of the manager replicas that run, are ready and are not being
@@ -207,9 +214,8 @@ func liveManagerIPs() []string {
 // dumpWebhookEndpoints prints the webhook Service's EndpointSlices and the manager pods, with
 // their addresses and states: what a refused webhook call needs to be explained.
 func dumpWebhookEndpoints() {
-	var eps discoveryv1.EndpointSliceList
-	if err := k8sClient.List(ctx, &eps, client.InNamespace(managerNamespace),
-		client.MatchingLabels{discoveryv1.LabelServiceName: webhookService}); err != nil {
+	eps, err := webhookSlices()
+	if err != nil {
 		fmt.Fprintf(GinkgoWriter, "listing the EndpointSlices of %s: %v\n", webhookService, err)
 	}
 	fmt.Fprintf(GinkgoWriter, "---- EndpointSlices of %s ----\n", webhookService)
