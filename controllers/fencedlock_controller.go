@@ -64,7 +64,9 @@ type FencedLockReconciler struct {
 	limiter *eventLimiter
 
 	observer *observer
-	waiters  *waiterLog
+	// queues reads the locks' queue Leases, each version of a long queue parsed once.
+	queues  *queueReader
+	waiters *waiterLog
 	// retries is the controller's rate limiter, through which a failed reconcile keeps its deadline.
 	retries *retryLimiter
 }
@@ -88,6 +90,7 @@ func NewFencedLockReconciler(c client.Client, apiReader client.Reader, recorder 
 		maxConcurrentReconciles: DefaultMaxConcurrentReconciles,
 		limiter:                 newEventLimiter(DefaultEventBurst, DefaultEventInterval),
 		observer:                newObserver(),
+		queues:                  newQueueReader(),
 		waiters:                 newWaiterLog(),
 		retries:                 newRetryLimiter(),
 	}
@@ -145,6 +148,7 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 		if apierrors.IsNotFound(err) {
 			r.observer.forget(key)
 			r.limiter.forget(key)
+			r.queues.forget(key)
 			return time.Time{}, r.reportMissingLock(ctx, key)
 		}
 		return time.Time{}, err

@@ -44,9 +44,15 @@ import (
 // holdsFunc reports whether pod holds lock.
 type holdsFunc func(pod *corev1.Pod, lock string) bool
 
-// waitsFor reports whether pod, asking for locks (sorted), is to be queued for lock now: lock is
-// the first of them it does not hold. A pod asking for one lock always waits for it.
-func waitsFor(pod *corev1.Pod, locks []string, lock string, holds holdsFunc) bool {
+// waitsFor reports whether pod, one of the pods of lock, is to be queued for lock now: lock is the
+// first of the locks it asks for that it does not hold. A pod asking for one lock always waits for
+// it; only the locks annotation asks for more, so a pod without it is not parsed (every reconcile
+// looks at every pod of its lock).
+func waitsFor(pod *corev1.Pod, lock string, holds holdsFunc) bool {
+	if _, several := pod.Annotations[locksv1alpha1.LocksAnnotation]; !several {
+		return true
+	}
+	locks := locksv1alpha1.PodLocks(pod)
 	if len(locks) <= 1 {
 		return true
 	}

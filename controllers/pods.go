@@ -79,7 +79,7 @@ func computeQueue(pods []corev1.Pod, lock string, st lease.State, holds holdsFun
 	for i := range pods {
 		p := &pods[i]
 		if locksv1alpha1.HasLockGate(p) && p.DeletionTimestamp.IsZero() && !holdsPermit(st, p) &&
-			waitsFor(p, locksv1alpha1.PodLocks(p), lock, holds) {
+			waitsFor(p, lock, holds) {
 			ws = append(ws, waiter{p, enqueuedAt(p)})
 		}
 	}

@@ -108,7 +108,7 @@ func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.
 	case err != nil:
 		return planQueue(in), false, fmt.Errorf("getting queue lease: %w", err)
 	}
-	in.q = lease.ReadQueue(&ql)
+	in.q = r.queues.read(lk, &ql)
 	_, moved := ql.Annotations[locksv1alpha1.QueueUnreadableAnnotation]
 	// A queue Lease made by a manager before the role or lock-uid label existed gets them now.
 	unlabelled := ql.Labels[locksv1alpha1.RoleLabel] != locksv1alpha1.RoleQueue ||
@@ -210,7 +210,7 @@ func (r *FencedLockReconciler) queueIssued(ctx context.Context, fl *locksv1alpha
 	if err := r.Get(ctx, client.ObjectKey{Namespace: fl.Namespace, Name: locksv1alpha1.QueueLeaseName(fl.UID)}, &ql); err != nil {
 		return 0
 	}
-	q := lease.ReadQueue(&ql)
+	q := r.queues.read(client.ObjectKeyFromObject(fl), &ql)
 	last := q.Next
 	if n := len(q.Waiters); n > 0 {
 		last = max(last, q.Waiters[n-1].Ticket+1)
