@@ -974,6 +974,8 @@ func (b *bench) podHandover(floor stats) {
 		cas = append(cas, probe())
 	}
 	before, mgr0, api0 := b.mgr.requests(b.t), b.mgr.metricsText(b.t), b.apiMetrics()
+	cpu0 := sampleCPU(b.mgr.cmd.Process.Pid)
+	b.profile("pods")
 	var d []time.Duration
 	var last time.Time
 	done := map[string]bool{}
@@ -994,6 +996,7 @@ func (b *bench) podHandover(floor stats) {
 		last = time.Now() // the holder's Succeeded is stored
 
 	}
+	cpu1 := sampleCPU(b.mgr.cmd.Process.Pid)
 	time.Sleep(time.Second) // let the last release and status land
 	req, mgr1, api1 := diff(before, b.mgr.requests(b.t)), b.mgr.metricsText(b.t), b.apiMetrics()
 	for range n {
@@ -1012,6 +1015,7 @@ func (b *bench) podHandover(floor stats) {
 			ms(histogramDelta(mgr0, mgr1, "controller_runtime_reconcile_time_seconds", `controller="fencedlock"`))),
 		fmt.Sprintf("%.1f reconciles per handover; API server: Lease PUT %s, pod PATCH %s", (rc1-rc0)/float64(n),
 			apiMean("leases", "PUT"), apiMean("pods", "PATCH")), "", nil)
+	b.rep.add("where a pod handover's CPU goes, by process (per handover; the bench plays the kubelet)", cpu0.perOp(cpu1, n), "", "", nil)
 	b.rep.add("pod handover: holder Succeeded -> next pod ungated with token", fmt.Sprintf("p50 %s, p99 %s", ms(s.p50), ms(s.p99)),
 		fmt.Sprintf("%.2fx CAS p50 (CASes just before and after: p50 %s; %.2fx the floor)", float64(s.p50)/float64(c.p50), ms(c.p50),
 			float64(s.p50)/float64(floor.p50)), "p50 <= 3x CAS", &ok)

@@ -124,6 +124,7 @@ func (r *report) markdown() string {
 type managerProcess struct {
 	cmd     *exec.Cmd
 	metrics string
+	pprof   string // its /debug/pprof, when BENCH_PROFILE asks for profiles
 }
 
 func freePort(t *testing.T) int {
@@ -160,6 +161,10 @@ func startManager(t *testing.T, env *envtest.Environment, cfg *rest.Config) *man
 	// Diagnosis: BENCH_MANAGER_ARGS adds flags (e.g. --pprof-bind-address=127.0.0.1:8082),
 	// BENCH_MANAGER_ENV variables (e.g. GOGC=100) to the manager's command.
 	m.cmd.Args = append(m.cmd.Args, strings.Fields(os.Getenv("BENCH_MANAGER_ARGS"))...)
+	if os.Getenv("BENCH_PROFILE") != "" {
+		addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		m.cmd.Args, m.pprof = append(m.cmd.Args, "--pprof-bind-address="+addr), "http://"+addr+"/debug/pprof"
+	}
 	m.cmd.Env = append(os.Environ(), strings.Fields(os.Getenv("BENCH_MANAGER_ENV"))...)
 	logf, err := os.Create(filepath.Join(os.TempDir(), "fencedlock-bench-manager.log"))
 	if err != nil {

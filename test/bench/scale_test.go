@@ -143,7 +143,7 @@ func (b *bench) drain() {
 		b.t.Fatal(err)
 	}
 	defer w.Stop()
-	start := time.Now()
+	start, cpu0 := time.Now(), sampleCPU(b.mgr.cmd.Process.Pid)
 	if err := g.Release(b.ctx); err != nil {
 		b.t.Fatal(err)
 	}
@@ -162,12 +162,13 @@ func (b *bench) drain() {
 			b.t.Fatal(err)
 		}
 	}
-	elapsed := time.Since(start)
+	elapsed, cpu1 := time.Since(start), sampleCPU(b.mgr.cmd.Process.Pid)
 	inOrder := slices.Equal(got, want)
 	b.rep.add(fmt.Sprintf("%d queued pods drained (kubelet simulated)", n), fmt.Sprintf("%.1f grants/s", float64(n)/elapsed.Seconds()),
 		fmt.Sprintf("%s total; %d of %d queued in fencedlock.io/enqueued order", elapsed.Round(time.Millisecond), byEnqueued, n),
 		"granted in queue (ticket) order, as status.waiters shows", &inOrder)
 	b.rep.headlineValue(fmt.Sprintf("%d pods drained", n))
+	b.rep.add("where a drain's CPU goes, by process (per grant; the bench plays the kubelet)", cpu0.perOp(cpu1, n), "", "", nil)
 }
 
 // queuedPods returns the names of the pods in the lock's queue, in ticket order.
