@@ -29,6 +29,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -65,8 +66,10 @@ type FencedLockReconciler struct {
 
 	observer *observer
 	// queues reads the locks' queue Leases, each version of a long queue parsed once.
-	queues  *queueReader
-	waiters *waiterLog
+	queues *queueReader
+	// podIndex is the pod informer's indexer, with podsByLockIndex (see lockPods).
+	podIndex toolscache.Indexer
+	waiters  *waiterLog
 	// retries is the controller's rate limiter, through which a failed reconcile keeps its deadline.
 	retries *retryLimiter
 }
@@ -347,6 +350,11 @@ func (r *FencedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		podLockNames); err != nil {
 		return fmt.Errorf("indexing pods by lock: %w", err)
 	}
+	podIndex, err := indexPodsByLock(context.Background(), mgr.GetCache())
+	if err != nil {
+		return fmt.Errorf("indexing pods by lock: %w", err)
+	}
+	r.podIndex = podIndex
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&locksv1alpha1.FencedLock{}).
 		Watches(&coordinationv1.Lease{}, leaseEvents{r: r, EventHandler: handler.EnqueueRequestForOwner(mgr.GetScheme(),

@@ -64,10 +64,10 @@ func TestComputeQueueQueuesAPodForItsNextLockOnly(t *testing.T) {
 		"b": {"ab2", "single"}, // ab and abc do not hold a yet
 		"c": {},                // abc does not hold a and b yet
 	} {
-		var asking []corev1.Pod // as the index lists them
-		for _, p := range pods {
-			if slices.Contains(locksv1alpha1.PodLocks(&p), lock) {
-				asking = append(asking, p)
+		var asking []*corev1.Pod // as the index lists them
+		for i := range pods {
+			if slices.Contains(locksv1alpha1.PodLocks(&pods[i]), lock) {
+				asking = append(asking, &pods[i])
 			}
 		}
 		var st lease.State
@@ -90,7 +90,7 @@ func TestPlanQueueDropsAPodThatLostAnEarlierLock(t *testing.T) {
 	pod := mkMultiPod("ab", 0, "a,b")
 	id := locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID))
 	in := queueInput{q: lease.Queue{Next: 2, Waiters: []lease.Waiter{{Ticket: 1, Holder: id}}}, lock: "b",
-		pods: []corev1.Pod{pod}, now: t0, window: time.Minute}
+		pods: []*corev1.Pod{&pod}, now: t0, window: time.Minute}
 	in.holds = holding("ab", "a")
 	if p := planQueue(in); p.Changed || len(p.waiting) != 1 {
 		t.Fatalf("a pod holding a stays queued for b: changed %v waiting %v", p.Changed, p.waiting)

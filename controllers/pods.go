@@ -26,6 +26,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -38,9 +40,12 @@ import (
 // long as its pod). The grant ends when the pod finishes or is deleted (released), or when the pod
 // has not been Ready for longer than the lease (revoked: e.g. its node is partitioned).
 
-// podIsHolder reports whether holder names pod.
+// podIsHolder reports whether holder names pod: whether it is pod's PodHolderIdentity, compared
+// without building that string (every reconcile asks it of every pod of the lock).
 func podIsHolder(holder string, pod *corev1.Pod) bool {
-	return holder == locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID))
+	rest, ok := strings.CutPrefix(holder, locksv1alpha1.PodHolderPrefix)
+	n := len(pod.Name)
+	return ok && len(rest) == n+1+len(pod.UID) && rest[:n] == pod.Name && rest[n] == '/' && rest[n+1:] == string(pod.UID)
 }
 
 func isPodHolder(holder string) bool { return strings.HasPrefix(holder, locksv1alpha1.PodHolderPrefix) }
@@ -70,20 +75,22 @@ func enqueuedAt(pod *corev1.Pod) time.Time {
 // a holder (holds a permit of it: st), and, for a pod asking for several locks, holding all that come before lock in the
 // order (waitsFor; holds says which it holds). Ties (same instant) break by creation time, then
 // name, so the order is stable.
-func computeQueue(pods []corev1.Pod, lock string, st lease.State, holds holdsFunc) []*corev1.Pod {
+func computeQueue(pods []*corev1.Pod, lock string, st lease.State, holds holdsFunc) []*corev1.Pod {
 	type waiter struct {
 		pod *corev1.Pod
 		at  time.Time // parsed once: a queue of a thousand pods is sorted on every reconcile
 	}
 	var ws []waiter
-	for i := range pods {
-		p := &pods[i]
-		if locksv1alpha1.HasLockGate(p) && p.DeletionTimestamp.IsZero() && !holdsPermit(st, p) &&
-			waitsFor(p, lock, holds) {
+	holders := st.Holders()
+	for _, p := range pods {
+		if locksv1alpha1.HasLockGate(p) && p.DeletionTimestamp.IsZero() &&
+			!slices.ContainsFunc(holders, func(h string) bool { return podIsHolder(h, p) }) && waitsFor(p, lock, holds) {
 			ws = append(ws, waiter{p, enqueuedAt(p)})
 		}
 	}
-	slices.SortStableFunc(ws, func(a, b waiter) int {
+	// A total order (the pods of a lock share its namespace, so their names differ): no stable
+	// sort needed.
+	slices.SortFunc(ws, func(a, b waiter) int {
 		return cmp.Or(a.at.Compare(b.at),
 			a.pod.CreationTimestamp.Compare(b.pod.CreationTimestamp.Time), cmp.Compare(a.pod.Name, b.pod.Name))
 	})
@@ -92,12 +99,6 @@ func computeQueue(pods []corev1.Pod, lock string, st lease.State, holds holdsFun
 		q[i] = w.pod
 	}
 	return q
-}
-
-// holdsPermit reports whether pod holds a permit of the lock whose state is st.
-func holdsPermit(st lease.State, pod *corev1.Pod) bool {
-	_, ok := st.HolderOf(locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID)))
-	return ok
 }
 
 // permitPods are the holder pods of a lock's permits that exist, by permit number, and how far
@@ -109,7 +110,7 @@ type permitPods struct {
 
 // findHolders finds the pods among pods that hold a permit of the lock (st), with their progress
 // through their other locks (view).
-func findHolders(pods []corev1.Pod, st lease.State, view *leaseView, lock string) permitPods {
+func findHolders(pods []*corev1.Pod, st lease.State, view *leaseView, lock string) permitPods {
 	h := permitPods{pods: map[int]*corev1.Pod{}, progress: map[int]progress{}}
 	for _, p := range st.Permits {
 		if pod := findHolder(pods, p.Holder); pod != nil {
@@ -131,30 +132,83 @@ func (h permitPods) ready(p lease.Permit) *bool {
 }
 
 // findHolder returns the pod holding the lock, or nil if the holder is not one of pods.
-func findHolder(pods []corev1.Pod, holder string) *corev1.Pod {
+func findHolder(pods []*corev1.Pod, holder string) *corev1.Pod {
 	if !isPodHolder(holder) {
 		return nil
 	}
-	for i := range pods {
-		if podIsHolder(holder, &pods[i]) {
-			return &pods[i]
+	for _, pod := range pods {
+		if podIsHolder(holder, pod) {
+			return pod
 		}
 	}
 	return nil
 }
 
-// podLockIndex indexes cached pods by every lock they ask for (podLockNames).
-const podLockIndex = "fencedlock.lock"
+// podLockIndex indexes cached pods by every lock they ask for (podLockNames), for the cache's List;
+// podsByLockIndex does, keyed "<namespace>/<lock>", on the pod informer itself (lockPods).
+const (
+	podLockIndex    = "fencedlock.lock"
+	podsByLockIndex = "fencedlock.io/pods-by-lock"
+)
 
-// lockPods lists the pods that ask for fl, from the label-selected cache, without copying them:
-// they are read-only here (ungate patches a copy).
-func (r *FencedLockReconciler) lockPods(ctx context.Context, fl *locksv1alpha1.FencedLock) ([]corev1.Pod, error) {
-	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(fl.Namespace),
+// indexPodsByLock adds podsByLockIndex to the cache's pod informer and returns the informer's
+// indexer, or nil if the cache's informer is not client-go's shared informer.
+func indexPodsByLock(ctx context.Context, c cache.Cache) (toolscache.Indexer, error) {
+	inf, err := c.GetInformer(ctx, &corev1.Pod{})
+	if err != nil {
+		return nil, err
+	}
+	sii, ok := inf.(toolscache.SharedIndexInformer)
+	if !ok {
+		return nil, nil
+	}
+	err = sii.AddIndexers(toolscache.Indexers{podsByLockIndex: func(obj any) ([]string, error) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			return nil, nil
+		}
+		names := podLockNames(pod)
+		keys := make([]string, len(names))
+		for i, name := range names {
+			keys[i] = pod.Namespace + "/" + name
+		}
+		return keys, nil
+	}})
+	if err != nil {
+		return nil, err
+	}
+	return sii.GetIndexer(), nil
+}
+
+// lockPods returns the pods that ask for fl, as the label-selected cache holds them: they are
+// read-only here (ungate patches a copy). They are read from the pod informer's index, which
+// copies nothing: a List copies every pod of the lock on every reconcile, and with a thousand pods
+// queued that copy, and the garbage it leaves, was most of the manager's CPU. Without that
+// index (a reconciler not set up with a manager) they are listed.
+func (r *FencedLockReconciler) lockPods(ctx context.Context, fl *locksv1alpha1.FencedLock) ([]*corev1.Pod, error) {
+	if r.podIndex != nil {
+		objs, err := r.podIndex.ByIndex(podsByLockIndex, fl.Namespace+"/"+fl.Name)
+		if err != nil {
+			return nil, fmt.Errorf("listing pods of lock %s: %w", fl.Name, err)
+		}
+		pods := make([]*corev1.Pod, 0, len(objs))
+		for _, o := range objs {
+			if pod, ok := o.(*corev1.Pod); ok {
+				pods = append(pods, pod)
+			}
+		}
+		return pods, nil
+	}
+	var list corev1.PodList
+	if err := r.List(ctx, &list, client.InNamespace(fl.Namespace),
 		client.MatchingFields{podLockIndex: fl.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing pods of lock %s: %w", fl.Name, err)
 	}
-	return pods.Items, nil
+	pods := make([]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		pods[i] = &list.Items[i]
+	}
+	return pods, nil
 }
 
 // lockOfPod maps a pod to every lock it asks for.

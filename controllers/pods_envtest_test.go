@@ -17,6 +17,7 @@ limitations under the License.
 package controllers_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -31,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
@@ -346,3 +348,43 @@ func recreatePod(ns, name string, uid types.UID) error {
 	}
 	return k8sClient.Create(ctx, pod)
 }
+
+var _ = Describe("The pods of a lock, as the reconciler reads them", func() {
+	It("are the same from the pod informer's index as from the cache's List, as pods come and go", func() {
+		opts := controllers.CacheOptions()
+		opts.Scheme = util.Scheme()
+		c, err := cache.New(cfg, opts)
+		Expect(err).NotTo(HaveOccurred())
+		indexed, listed, err := controllers.PodReaders(ctx, c)
+		Expect(err).NotTo(HaveOccurred())
+		cctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() { _ = c.Start(cctx) }()
+		Expect(c.WaitForCacheSync(cctx)).To(BeTrue())
+
+		ns, other := kit.NewNamespace(), kit.NewNamespace()
+		several := util.Pod(ns, "several", "")
+		several.Annotations = map[string]string{locksv1alpha1.LocksAnnotation: "x,y"}
+		for _, p := range []*corev1.Pod{util.Pod(ns, "one", "x"), several, util.Pod(ns, "y-only", "y"),
+			util.Pod(ns, "none", ""), util.Pod(other, "one", "x")} {
+			kit.CreatePod(p)
+		}
+		same := func(lock string, want ...string) {
+			GinkgoHelper()
+			want = append([]string{}, want...)
+			Eventually(func(g Gomega) {
+				got, err := indexed(ns, lock)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(got).To(Equal(want), "from the index")
+				got, err = listed(ns, lock)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(got).To(Equal(want), "from the List")
+			}).Should(Succeed())
+		}
+		same("x", "one", "several")
+		same("y", "several", "y-only")
+		same("z")
+		Expect(k8sClient.Delete(ctx, kit.GetPod(ns, "one"), client.GracePeriodSeconds(0))).To(Succeed())
+		same("x", "several")
+	})
+})

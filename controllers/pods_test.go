@@ -63,7 +63,7 @@ func TestComputeQueue(t *testing.T) {
 		mkPod("tie-b", 5*time.Millisecond, true),
 		mkPod("tie-a", 5*time.Millisecond, true),
 	}
-	got := names(computeQueue(pods, "ledger", held(locksv1alpha1.PodHolderIdentity("holder", "uid-holder"), 1), nil))
+	got := names(computeQueue(podPointers(pods), "ledger", held(locksv1alpha1.PodHolderIdentity("holder", "uid-holder"), 1), nil))
 	want := []string{"z-first", "a", "c", "tie-a", "tie-b"}
 	if len(got) != len(want) {
 		t.Fatalf("queue = %v; want %v", got, want)
@@ -73,4 +73,35 @@ func TestComputeQueue(t *testing.T) {
 			t.Fatalf("queue = %v; want %v", got, want)
 		}
 	}
+}
+
+// podIsHolder, which compares without building the identity, says what comparing with
+// PodHolderIdentity says.
+func TestPodIsHolderIsIdentityEquality(t *testing.T) {
+	pods := []corev1.Pod{
+		{ObjectMeta: metav1.ObjectMeta{Name: "worker-0", UID: "0b5d2a47-1f0e-4c3a-9a56-2f1e8c7d9b10"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "worker", UID: "0-0b5d"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "a", UID: "b"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "", UID: ""}},
+	}
+	holders := []string{"", "pod/", "pod//", "pod/a/b", "pod/a/b/", "pod/a//b", "pod/ab", "Pod/a/b", "alice@host", "pod/worker/0-0b5d",
+		"pod/worker-0/0b5d2a47-1f0e-4c3a-9a56-2f1e8c7d9b10", "pod/worker-0/0b5d2a47-1f0e-4c3a-9a56-2f1e8c7d9b1",
+		"pod/worker-0/0b5d2a47-1f0e-4c3a-9a56-2f1e8c7d9b10x", "xpod/a/b", "pod/a/bb", "pod/aa/b"}
+	for i := range pods {
+		for _, h := range holders {
+			want := h == locksv1alpha1.PodHolderIdentity(pods[i].Name, string(pods[i].UID))
+			if got := podIsHolder(h, &pods[i]); got != want {
+				t.Errorf("podIsHolder(%q, pod %q uid %q) = %v, identity equality says %v", h, pods[i].Name, pods[i].UID, got, want)
+			}
+		}
+	}
+}
+
+// podPointers points at each of pods, as lockPods returns them.
+func podPointers(pods []corev1.Pod) []*corev1.Pod {
+	ptrs := make([]*corev1.Pod, len(pods))
+	for i := range pods {
+		ptrs[i] = &pods[i]
+	}
+	return ptrs
 }

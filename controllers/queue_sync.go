@@ -19,12 +19,14 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -45,7 +47,7 @@ type queueInput struct {
 	st     lease.State                 // the lock as read: its holders are not queued
 	lock   string                      // the lock's name
 	holds  holdsFunc                   // which other locks a pod holds (pods asking for several)
-	pods   []corev1.Pod                // the pods asking for the lock
+	pods   []*corev1.Pod               // the pods asking for the lock
 	seen   map[lease.Ticket]lease.Seen // what the last judgment saw of the queued clients
 	window time.Duration               // lease.Window of the lock
 	now    time.Time
@@ -63,22 +65,33 @@ type queuePlan struct {
 // the gated pods not queued yet joined in the order they asked (computeQueue's order).
 func planQueue(in queueInput) queuePlan {
 	asking := computeQueue(in.pods, in.lock, in.st, in.holds)
-	gated := make(map[string]*corev1.Pod, len(asking))
+	// The asking pods not queued yet, by UID: a queue of a thousand pods is judged on every
+	// reconcile, and their identities are built only for those that join.
+	gated := make(map[types.UID]*corev1.Pod, len(asking))
 	for _, pod := range asking {
-		gated[locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID))] = pod
+		gated[pod.UID] = pod
+	}
+	gatedPod := func(holder string) *corev1.Pod { // the asking pod holder names, if not queued yet
+		if pod := gated[types.UID(holder[strings.LastIndexByte(holder, '/')+1:])]; pod != nil && podIsHolder(holder, pod) {
+			return pod
+		}
+		return nil
 	}
 	p := queuePlan{pods: map[string]*corev1.Pod{}}
-	p.Judgment = lease.Judge(in.q, in.served, in.seen, func(holder string) bool { return gated[holder] != nil },
+	p.Judgment = lease.Judge(in.q, in.served, in.seen, func(holder string) bool { return gatedPod(holder) != nil },
 		in.window, in.now)
 	for _, w := range p.Queue.Waiters {
 		if w.IsPod() {
-			p.pods[w.Holder] = gated[w.Holder]
-			delete(gated, w.Holder) // queued already
+			pod := gatedPod(w.Holder)
+			p.pods[w.Holder] = pod
+			if pod != nil {
+				delete(gated, pod.UID) // queued already
+			}
 		}
 	}
 	for _, pod := range asking {
-		id := locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID))
-		if _, ok := gated[id]; ok {
+		if gated[pod.UID] == pod {
+			id := locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID))
 			p.Queue.Join(id, in.served, enqueuedAt(pod))
 			p.pods[id] = pod
 			p.Changed = true
@@ -93,7 +106,7 @@ func planQueue(in queueInput) queuePlan {
 // if the queue were empty), so grants and revocations go on; err then says why. wait reports a
 // write whose watch event brings a fresh look: acting now would act on a stale queue.
 func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.FencedLock, st lease.State,
-	pods []corev1.Pod, holds holdsFunc, now time.Time) (p queuePlan, wait bool, err error) {
+	pods []*corev1.Pod, holds holdsFunc, now time.Time) (p queuePlan, wait bool, err error) {
 	lk := client.ObjectKeyFromObject(fl)
 	in := queueInput{q: lease.Queue{Next: st.Served + 1}, served: st.Served, st: st, lock: fl.Name,
 		holds: holds, pods: pods, seen: r.observer.seenOf(lk),

@@ -144,6 +144,7 @@ func (b *bench) drain() {
 	}
 	defer w.Stop()
 	start, cpu0 := time.Now(), sampleCPU(b.mgr.cmd.Process.Pid)
+	b.profile("drain")
 	if err := g.Release(b.ctx); err != nil {
 		b.t.Fatal(err)
 	}
