@@ -175,7 +175,7 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 		return time.Time{}, err // ensureLease has vetted the Lease
 	}
 
-	pods, err := r.lockPods(ctx, &fl)
+	pods, err := r.lockPods(&fl)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -345,10 +345,6 @@ func maxHold(fl *locksv1alpha1.FencedLock) time.Duration {
 func (r *FencedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.observer == nil {
 		return errors.New("FencedLockReconciler must be built by NewFencedLockReconciler")
-	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podLockIndex,
-		podLockNames); err != nil {
-		return fmt.Errorf("indexing pods by lock: %w", err)
 	}
 	podIndex, err := indexPodsByLock(context.Background(), mgr.GetCache())
 	if err != nil {

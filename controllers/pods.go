@@ -19,6 +19,7 @@ package controllers
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -144,15 +145,13 @@ func findHolder(pods []*corev1.Pod, holder string) *corev1.Pod {
 	return nil
 }
 
-// podLockIndex indexes cached pods by every lock they ask for (podLockNames), for the cache's List;
-// podsByLockIndex does, keyed "<namespace>/<lock>", on the pod informer itself (lockPods).
-const (
-	podLockIndex    = "fencedlock.lock"
-	podsByLockIndex = "fencedlock.io/pods-by-lock"
-)
+// podsByLockIndex indexes the cache's pods by every lock they ask for (podLockNames), keyed
+// "<namespace>/<lock>".
+const podsByLockIndex = "fencedlock.io/pods-by-lock"
 
 // indexPodsByLock adds podsByLockIndex to the cache's pod informer and returns the informer's
-// indexer, or nil if the cache's informer is not client-go's shared informer.
+// indexer, which lockPods reads. controller-runtime's informers are client-go's shared informers;
+// its own field indexes are read through a List, which copies every object it returns.
 func indexPodsByLock(ctx context.Context, c cache.Cache) (toolscache.Indexer, error) {
 	inf, err := c.GetInformer(ctx, &corev1.Pod{})
 	if err != nil {
@@ -160,7 +159,7 @@ func indexPodsByLock(ctx context.Context, c cache.Cache) (toolscache.Indexer, er
 	}
 	sii, ok := inf.(toolscache.SharedIndexInformer)
 	if !ok {
-		return nil, nil
+		return nil, fmt.Errorf("the cache's pod informer is a %T, not a client-go SharedIndexInformer", inf)
 	}
 	err = sii.AddIndexers(toolscache.Indexers{podsByLockIndex: func(obj any) ([]string, error) {
 		pod, ok := obj.(*corev1.Pod)
@@ -181,32 +180,22 @@ func indexPodsByLock(ctx context.Context, c cache.Cache) (toolscache.Indexer, er
 }
 
 // lockPods returns the pods that ask for fl, as the label-selected cache holds them: they are
-// read-only here (ungate patches a copy). They are read from the pod informer's index, which
-// copies nothing: a List copies every pod of the lock on every reconcile, and with a thousand pods
-// queued that copy, and the garbage it leaves, was most of the manager's CPU. Without that
-// index (a reconciler not set up with a manager) they are listed.
-func (r *FencedLockReconciler) lockPods(ctx context.Context, fl *locksv1alpha1.FencedLock) ([]*corev1.Pod, error) {
-	if r.podIndex != nil {
-		objs, err := r.podIndex.ByIndex(podsByLockIndex, fl.Namespace+"/"+fl.Name)
-		if err != nil {
-			return nil, fmt.Errorf("listing pods of lock %s: %w", fl.Name, err)
-		}
-		pods := make([]*corev1.Pod, 0, len(objs))
-		for _, o := range objs {
-			if pod, ok := o.(*corev1.Pod); ok {
-				pods = append(pods, pod)
-			}
-		}
-		return pods, nil
+// read-only here (ungate patches a copy). They come from the pod informer's index, which copies
+// nothing: a List copies every pod of the lock on every reconcile, and with a thousand pods queued
+// that copy, and the garbage it left, was most of the manager's CPU.
+func (r *FencedLockReconciler) lockPods(fl *locksv1alpha1.FencedLock) ([]*corev1.Pod, error) {
+	if r.podIndex == nil {
+		return nil, errors.New("FencedLockReconciler has no pod index: set it up with SetupWithManager")
 	}
-	var list corev1.PodList
-	if err := r.List(ctx, &list, client.InNamespace(fl.Namespace),
-		client.MatchingFields{podLockIndex: fl.Name}, client.UnsafeDisableDeepCopy); err != nil {
+	objs, err := r.podIndex.ByIndex(podsByLockIndex, fl.Namespace+"/"+fl.Name)
+	if err != nil {
 		return nil, fmt.Errorf("listing pods of lock %s: %w", fl.Name, err)
 	}
-	pods := make([]*corev1.Pod, len(list.Items))
-	for i := range list.Items {
-		pods[i] = &list.Items[i]
+	pods := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if pod, ok := o.(*corev1.Pod); ok {
+			pods = append(pods, pod)
+		}
 	}
 	return pods, nil
 }

@@ -61,7 +61,7 @@ func (r *FencedLockReconciler) announceWaiters(fl *locksv1alpha1.FencedLock, qp 
 func (r *FencedLockReconciler) reportMissingLock(ctx context.Context, key types.NamespacedName) error {
 	fl := &locksv1alpha1.FencedLock{}
 	fl.Namespace, fl.Name = key.Namespace, key.Name
-	pods, err := r.lockPods(ctx, fl)
+	pods, err := r.lockPods(fl)
 	if err != nil {
 		return err
 	}
