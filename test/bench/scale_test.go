@@ -164,14 +164,15 @@ func (b *bench) drain() {
 		}
 	}
 	elapsed, cpu1 := time.Since(start), sampleCPU(b.mgr.cmd.Process.Pid)
+	rate := float64(n) / elapsed.Seconds()
 	inOrder := slices.Equal(got, want)
-	b.rep.add(fmt.Sprintf("%d queued pods drained (kubelet simulated)", n), fmt.Sprintf("%.1f grants/s", float64(n)/elapsed.Seconds()),
+	b.rep.add(fmt.Sprintf("%d queued pods drained (kubelet simulated)", n), fmt.Sprintf("%.1f grants/s", rate),
 		fmt.Sprintf("%s total; %d of %d queued in fencedlock.io/enqueued order", elapsed.Round(time.Millisecond), byEnqueued, n),
 		"granted in queue (ticket) order, as status.waiters shows", &inOrder)
 	b.rep.headlineValue(fmt.Sprintf("%d pods drained", n))
 	// Issue 19's bound for the drain: a pod's grant is two writes, the Lease and the ungate, as a
 	// grant cycle is (the simulated kubelet's status write is the third, not counted here).
-	rate, bound := float64(n)/elapsed.Seconds(), b.floorRate/2
+	bound := b.floorRate / 2
 	okRate := rate >= 0.8*bound
 	b.rep.add(fmt.Sprintf("%d queued pods drained: the rate against the write bound", n), fmt.Sprintf("%.1f grants/s", rate),
 		fmt.Sprintf("%.0f%% of CAS/s / 2", 100*rate/bound), ">= 80%", &okRate)
