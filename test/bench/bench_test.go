@@ -71,6 +71,9 @@ type bench struct {
 
 	floorRate float64
 	floorText string // the floor, as the doc's sections name it
+
+	// profiles are the CPU profiles being taken (BENCH_PROFILE); the control plane stops after them.
+	profiles sync.WaitGroup
 }
 
 func envInt(k string, def int) int {
@@ -130,6 +133,7 @@ func TestBench(t *testing.T) {
 	t.Cleanup(func() { _ = env.Stop() })
 	cfg.QPS, cfg.Burst = -1, 0 // measure the API server, not client-side throttling
 	b := &bench{t: t, ctx: ctx, mgr: startManager(t, env, cfg)}
+	t.Cleanup(b.profiles.Wait) // a profile in flight would keep the API server from stopping
 	b.cs = kubernetes.NewForConfigOrDie(cfg)
 	if b.cl, err = client.New(cfg, client.Options{Scheme: util.Scheme()}); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ limitations under the License.
 package bench
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,6 +27,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -108,8 +110,15 @@ func (b *bench) profile(section string) {
 	if dir == "" {
 		return
 	}
-	secs := strconv.Itoa(envInt("BENCH_PROFILE_SECONDS", 4))
+	n := envInt("BENCH_PROFILE_SECONDS", 4)
+	secs := strconv.Itoa(n)
+	// Not b.ctx: a profile that outlives the test ends, and the control plane stops after it
+	// (b.profiles), rather than stopping with a request in flight, which can leave it running.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), time.Duration(n)*time.Second+time.Minute)
+	var both sync.WaitGroup
 	save := func(name string, get func() ([]byte, error)) {
+		defer b.profiles.Done()
+		defer both.Done()
 		raw, err := get()
 		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, section+"-"+name+".pprof"), raw, 0o644)
@@ -118,11 +127,18 @@ func (b *bench) profile(section string) {
 			fmt.Printf("profile of %s (%s): %v\n", name, section, err)
 		}
 	}
+	b.profiles.Add(2)
+	both.Add(2)
+	go func() { both.Wait(); cancel() }()
 	go save("kube-apiserver", func() ([]byte, error) {
-		return b.cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", secs).DoRaw(b.ctx)
+		return b.cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", secs).DoRaw(ctx)
 	})
 	go save("manager", func() ([]byte, error) {
-		resp, err := http.Get(b.mgr.pprof + "/profile?seconds=" + secs)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.mgr.pprof+"/profile?seconds="+secs, nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return nil, err
 		}
