@@ -289,16 +289,18 @@ func (m *managerProcess) metricsText(t *testing.T) string {
 }
 
 // cpuSeconds is the process's CPU time (process_cpu_seconds_total) in a metrics text.
-func cpuSeconds(text string) float64 {
-	const name = "process_cpu_seconds_total"
-	var sum float64
+func cpuSeconds(text string) float64 { return metricValue(text, "process_cpu_seconds_total") }
+
+// metricValue is the value of the unlabelled metric name (a gauge or a counter) in a metrics
+// text, 0 if it has none.
+func metricValue(text, name string) float64 {
 	for line := range strings.SplitSeq(text, "\n") {
 		if strings.HasPrefix(line, name+" ") {
 			f, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-			sum += f
+			return f
 		}
 	}
-	return sum
+	return 0
 }
 
 // requestsPer is the API server's requests for a resource (and subresource) over verbs between
