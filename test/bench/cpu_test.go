@@ -27,7 +27,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -112,14 +111,13 @@ func (b *bench) profile(section string) {
 	}
 	n := envInt("BENCH_PROFILE_SECONDS", 4)
 	secs := strconv.Itoa(n)
-	// Not b.ctx: a profile that outlives the test ends, and the control plane stops after it
-	// (b.profiles), rather than stopping with a request in flight, which can leave it running.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), time.Duration(n)*time.Second+time.Minute)
-	var both sync.WaitGroup
-	save := func(name string, get func() ([]byte, error)) {
+	save := func(name string, get func(context.Context) ([]byte, error)) {
 		defer b.profiles.Done()
-		defer both.Done()
-		raw, err := get()
+		// Not b.ctx: a profile that outlives the test ends, and the control plane stops after it
+		// (b.profiles), rather than with a request in flight, which can leave it running.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), time.Duration(n)*time.Second+time.Minute)
+		defer cancel()
+		raw, err := get(ctx)
 		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, section+"-"+name+".pprof"), raw, 0o644)
 		}
@@ -128,12 +126,10 @@ func (b *bench) profile(section string) {
 		}
 	}
 	b.profiles.Add(2)
-	both.Add(2)
-	go func() { both.Wait(); cancel() }()
-	go save("kube-apiserver", func() ([]byte, error) {
+	go save("kube-apiserver", func(ctx context.Context) ([]byte, error) {
 		return b.cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", secs).DoRaw(ctx)
 	})
-	go save("manager", func() ([]byte, error) {
+	go save("manager", func(ctx context.Context) ([]byte, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.mgr.pprof+"/profile?seconds="+secs, nil)
 		if err != nil {
 			return nil, err
