@@ -137,15 +137,22 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// build builds the command in package pkg (relative to the repository) into dir.
+func build(t *testing.T, dir, pkg string) string {
+	t.Helper()
+	bin := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Dir = util.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", pkg, err, out)
+	}
+	return bin
+}
+
 func startManager(t *testing.T, env *envtest.Environment, cfg *rest.Config) *managerProcess {
 	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "manager")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/manager")
-	build.Dir = util.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the manager: %v\n%s", err, out)
-	}
+	bin := build(t, dir, "./cmd/manager")
 	kubeconfig, err := util.WriteKubeconfig(env, cfg, "fencedlock-manager", dir)
 	if err != nil {
 		t.Fatal(err)
@@ -230,19 +237,21 @@ func diff(a, b map[string]float64) map[string]float64 {
 	return out
 }
 
-// rssMiB is the manager's resident set size.
-func (m *managerProcess) rssMiB(t *testing.T) float64 {
+// statusMiB is a size the kernel reports for the manager in /proc/<pid>/status (VmRSS: its
+// resident set; RssFile: the part of it that maps files, the binary's pages).
+func (m *managerProcess) statusMiB(t *testing.T, field string) float64 {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.cmd.Process.Pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
+		if strings.HasPrefix(line, field+":") {
 			kb, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
 			return kb / 1024
 		}
 	}
+	t.Fatalf("/proc/%d/status has no %s", m.cmd.Process.Pid, field)
 	return 0
 }
 
