@@ -890,7 +890,10 @@ func (b *bench) fenceCost(floor stats) {
 	plain, fenced, policy := phase1[0], phase1[1], phase1[2]
 	api1, mgr1 := b.apiMetrics(), b.mgr.metricsText(b.t)
 	during := diff(before, b.mgr.requests(b.t))
-	strict := measure(target{cm("strict", fencedBy("strict")), gs.Token()})[0]
+	// Strict in a phase of its own (the deltas above are the Cached writes'), in turn with
+	// unfenced writes of its own: the load may have changed since.
+	phase2 := measure(target{cm("plain-2", nil), gs.Token()}, target{cm("strict", fencedBy("strict")), gs.Token()})
+	plain2, strict := phase2[0], phase2[1]
 	// What Strict adds to each admission: a live read of the Lease (a quorum read, from etcd).
 	live := make([]time.Duration, 0, n)
 	for range n {
@@ -903,17 +906,18 @@ func (b *bench) fenceCost(floor stats) {
 	liveRead := summarize(live)
 	ofPlain := func(s stats) string { return fmt.Sprintf("%.2fx unfenced p50", float64(s.p50)/float64(plain.p50)) }
 	ok := float64(fenced.p50) <= 1.3*float64(plain.p50)
-	okStrict := float64(strict.p50) <= 1.6*float64(plain.p50)
+	okStrict := float64(strict.p50) <= 1.6*float64(plain2.p50)
 	b.rep.add("unfenced ConfigMap update", fmt.Sprintf("p50 %s, p99 %s", ms(plain.p50), ms(plain.p99)),
 		fmt.Sprintf("%.2fx CAS p50", float64(plain.p50)/float64(floor.p50)), "", nil)
 	b.rep.add("fenced ConfigMap update (Cached)", fmt.Sprintf("p50 %s, p99 %s", ms(fenced.p50), ms(fenced.p99)),
 		ofPlain(fenced), "<= 1.3x unfenced", &ok)
 	b.rep.headline("fenced write (Cached)")
 	b.rep.add("fenced ConfigMap update (Strict: live Lease read)", fmt.Sprintf("p50 %s, p99 %s", ms(strict.p50), ms(strict.p99)),
-		ofPlain(strict), "<= 1.6x unfenced", &okStrict)
+		fmt.Sprintf("%.2fx unfenced p50 (an unfenced update in turn with it: p50 %s)", float64(strict.p50)/float64(plain2.p50),
+			ms(plain2.p50)), "<= 1.6x unfenced", &okStrict)
 	b.rep.add("where Strict's time goes: a live Lease read alone (the read it adds to each admission; by the bench, after the Strict writes)",
 		fmt.Sprintf("p50 %s, p99 %s", ms(liveRead.p50), ms(liveRead.p99)),
-		fmt.Sprintf("%.2fx the unfenced p50", float64(liveRead.p50)/float64(plain.p50)), "", nil)
+		fmt.Sprintf("%.2fx the unfenced p50 in turn with Strict", float64(liveRead.p50)/float64(plain2.p50)), "", nil)
 	b.rep.add("token-record policy alone (no webhook: a copy bound to another label)",
 		fmt.Sprintf("p50 %s, p99 %s", ms(policy.p50), ms(policy.p99)), ofPlain(policy), "", nil)
 	// Where the fence's time goes (Cached writes): the API server's view of the webhook call, and
