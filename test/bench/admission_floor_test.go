@@ -30,6 +30,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 )
 
 // The fence is two admission steps: a MutatingAdmissionPolicy (token-record) and a validating
@@ -137,22 +139,23 @@ func configMapWrites() []admissionregistrationv1.RuleWithOperations {
 }
 
 // awaitAdmission writes a ConfigMap carrying label until took says the admission step it selects
-// is in effect (the API server loads webhook configurations and policies asynchronously).
+// is in effect (the API server loads webhook configurations and policies asynchronously). Every
+// write presents a token, as the measured writes do: the token-record policy records it, and the
+// no-op policy has annotations to add its mark to.
 func (b *bench) awaitAdmission(name, label string, took func(*corev1.ConfigMap) bool) {
-	// Annotated, as the measured objects are: the policy adds its mark to the annotations.
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: name, Labels: map[string]string{label: ""},
-		Annotations: map[string]string{"bench.fencedlock.io/probe": ""}}}
+		Annotations: map[string]string{locksv1alpha1.TokenAnnotation: "1"}}}
 	if err := b.cl.Create(b.ctx, cm); err != nil {
 		b.t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for i := 0; !took(cm); i++ {
 		if time.Now().After(deadline) {
-			b.t.Fatalf("the bench's %s did not take effect within 30s", label)
+			b.t.Fatalf("the bench's admission step for label %s did not take effect within 30s", label)
 		}
 		time.Sleep(50 * time.Millisecond)
-		if err := b.cl.Patch(b.ctx, cm, client.RawPatch(types.MergePatchType,
-			fmt.Appendf(nil, `{"data":{"n":"%d"}}`, i))); err != nil {
+		if err := b.cl.Patch(b.ctx, cm, client.RawPatch(types.MergePatchType, fmt.Appendf(nil,
+			`{"metadata":{"annotations":{%q:"1"}},"data":{"n":"%d"}}`, locksv1alpha1.TokenAnnotation, i))); err != nil {
 			b.t.Fatal(err)
 		}
 	}

@@ -986,23 +986,9 @@ func (b *bench) policyOnly() string {
 			b.t.Fatal(err)
 		}
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "policy-probe", Labels: map[string]string{label: ""},
-		Annotations: map[string]string{locksv1alpha1.TokenAnnotation: "1"}}}
-	if err := b.cl.Create(b.ctx, cm); err != nil {
-		b.t.Fatal(err)
-	}
-	// Policies load asynchronously: wait until the copy records the token.
-	deadline := time.Now().Add(30 * time.Second)
-	for cm.Annotations[locksv1alpha1.RecordedTokenAnnotation] == "" {
-		if time.Now().After(deadline) {
-			b.t.Fatal("the bench copy of the token-record policy did not take effect within 30s")
-		}
-		time.Sleep(50 * time.Millisecond)
-		if err := b.cl.Patch(b.ctx, cm, client.RawPatch(types.MergePatchType,
-			fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"1"}}}`, locksv1alpha1.TokenAnnotation))); err != nil {
-			b.t.Fatal(err)
-		}
-	}
+	b.awaitAdmission("policy-probe", label, func(cm *corev1.ConfigMap) bool {
+		return cm.Annotations[locksv1alpha1.RecordedTokenAnnotation] != ""
+	})
 	return label
 }
 
