@@ -97,33 +97,9 @@ func (b *bench) noopWebhook() string {
 // noopPolicy installs the MutatingAdmissionPolicy that marks an object once (annotation
 // noopPolicyLabel) and changes nothing after, waits until it takes effect, and returns its label.
 func (b *bench) noopPolicy() string {
-	fail, never := admissionregistrationv1.Fail, admissionregistrationv1.NeverReinvocationPolicy
-	p := &admissionregistrationv1.MutatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "bench-noop"},
-		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
-			FailurePolicy:      &fail,
-			ReinvocationPolicy: never,
-			MatchConstraints: &admissionregistrationv1.MatchResources{
-				ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-					{Key: noopPolicyLabel, Operator: metav1.LabelSelectorOpExists}}},
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: configMapWrites()[0]}},
-			},
-			Mutations: []admissionregistrationv1.Mutation{{
-				PatchType: admissionregistrationv1.PatchTypeJSONPatch,
-				JSONPatch: &admissionregistrationv1.JSONPatch{Expression: fmt.Sprintf(
-					`has(object.metadata.annotations) && %[1]q in object.metadata.annotations ? [] : [JSONPatch{op: "add", `+
-						`path: "/metadata/annotations/" + jsonpatch.escapeKey(%[1]q), value: "seen"}]`, noopPolicyLabel)},
-			}},
-		},
-	}
-	if err := b.cl.Create(b.ctx, p); err != nil {
-		b.t.Fatal(err)
-	}
-	pb := &admissionregistrationv1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "bench-noop"},
-		Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: p.Name}}
-	if err := b.cl.Create(b.ctx, pb); err != nil {
-		b.t.Fatal(err)
-	}
+	b.mutatingPolicy("bench-noop", noopPolicyLabel, "", configMapWrites(), nil, fmt.Sprintf(
+		`has(object.metadata.annotations) && %[1]q in object.metadata.annotations ? [] : [JSONPatch{op: "add", `+
+			`path: "/metadata/annotations/" + jsonpatch.escapeKey(%[1]q), value: "seen"}]`, noopPolicyLabel))
 	b.awaitAdmission("noop-policy-probe", noopPolicyLabel, func(cm *corev1.ConfigMap) bool {
 		return cm.Annotations[noopPolicyLabel] == "seen"
 	})

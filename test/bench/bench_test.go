@@ -93,6 +93,7 @@ var sections = []struct{ name, title string }{
 	{"handover", "Handover between two Go clients, beside client-go leaderelection"},
 	{"revocation", "Revocation of a holder that stopped renewing"},
 	{"cycles", "Grant cycles on contended locks"},
+	{"joins", "Queue joins: one document, or an entry per waiter"},
 	{"fence", "The fence's cost on a write"},
 	{"pods", "Pod handover"},
 	{"scale", "Idle locks at scale"},
@@ -110,7 +111,7 @@ func TestBench(t *testing.T) {
 			continue
 		}
 		if !slices.ContainsFunc(sections, func(s struct{ name, title string }) bool { return s.name == n }) {
-			t.Fatalf("BENCH_ONLY names %q: not a section (floor, handover, revocation, cycles, fence, pods, scale, drain, semaphore)", n)
+			t.Fatalf("BENCH_ONLY names %q: not a section (floor, handover, revocation, cycles, joins, fence, pods, scale, drain, semaphore)", n)
 		}
 		only[n] = true
 	}
@@ -157,6 +158,7 @@ func TestBench(t *testing.T) {
 		"handover":   func() { b.handover(floor) },
 		"revocation": b.revocation,
 		"cycles":     b.cycles,
+		"joins":      b.joins,
 		"fence":      func() { b.fenceCost(floor) },
 		"pods":       func() { b.podHandover(floor) },
 		"scale":      b.scale,
