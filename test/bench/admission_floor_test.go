@@ -124,14 +124,23 @@ func (b *bench) awaitAdmission(name, label string, took func(*corev1.ConfigMap) 
 	if err := b.cl.Create(b.ctx, cm); err != nil {
 		b.t.Fatal(err)
 	}
+	b.rewriteUntil("admission step for label "+label, func() bool { return took(cm) }, func(i int) error {
+		return b.cl.Patch(b.ctx, cm, client.RawPatch(types.MergePatchType, fmt.Appendf(nil,
+			`{"metadata":{"annotations":{%q:"1"}},"data":{"n":"%d"}}`, locksv1alpha1.TokenAnnotation, i)))
+	})
+}
+
+// rewriteUntil writes an object again (rewrite, the i-th time) until took says the bench's
+// admission step (what) is in effect: the API server loads webhook configurations and policies
+// asynchronously. It ends the benchmark after 30 s.
+func (b *bench) rewriteUntil(what string, took func() bool, rewrite func(i int) error) {
 	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; !took(cm); i++ {
+	for i := 0; !took(); i++ {
 		if time.Now().After(deadline) {
-			b.t.Fatalf("the bench's admission step for label %s did not take effect within 30s", label)
+			b.t.Fatalf("the bench's %s did not take effect within 30s", what)
 		}
 		time.Sleep(50 * time.Millisecond)
-		if err := b.cl.Patch(b.ctx, cm, client.RawPatch(types.MergePatchType, fmt.Appendf(nil,
-			`{"metadata":{"annotations":{%q:"1"}},"data":{"n":"%d"}}`, locksv1alpha1.TokenAnnotation, i))); err != nil {
+		if err := rewrite(i); err != nil {
 			b.t.Fatal(err)
 		}
 	}

@@ -372,18 +372,12 @@ func (b *bench) createLease(name string, labels map[string]string) *coordination
 // effect (the API server loads policies asynchronously).
 func (b *bench) awaitLeasePolicy(name, value string, took func(*coordinationv1.Lease) bool) {
 	l := b.createLease(name, map[string]string{joinsLabel: value})
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; !took(l); i++ {
-		if time.Now().After(deadline) {
-			b.t.Fatalf("the bench's policy for %s=%s did not take effect within 30s", joinsLabel, value)
-		}
-		time.Sleep(50 * time.Millisecond)
+	b.rewriteUntil(fmt.Sprintf("policy for %s=%s", joinsLabel, value), func() bool { return took(l) }, func(i int) error {
 		metav1.SetMetaDataAnnotation(&l.ObjectMeta, "bench.fencedlock.io/probe", strconv.Itoa(i))
 		var err error
-		if l, err = b.cs.CoordinationV1().Leases(b.ns).Update(b.ctx, l, metav1.UpdateOptions{}); err != nil {
-			b.t.Fatal(err)
-		}
-	}
+		l, err = b.cs.CoordinationV1().Leases(b.ns).Update(b.ctx, l, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // mutatingPolicy creates a MutatingAdmissionPolicy and its binding: objects labelled
