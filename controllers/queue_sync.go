@@ -92,7 +92,7 @@ func planQueue(in queueInput) queuePlan {
 	for _, pod := range asking {
 		if gated[pod.UID] == pod {
 			id := locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID))
-			p.Queue.Join(id, in.served, enqueuedAt(pod))
+			p.Queue.Add(id, enqueuedAt(pod))
 			p.pods[id] = pod
 			p.Changed = true
 		}
@@ -101,50 +101,128 @@ func planQueue(in queueInput) queuePlan {
 	return p
 }
 
-// syncQueue reads the lock's queue Lease, creating it if missing, and brings it up to date. When
-// the queue Lease cannot be read or written, the plan is the queue of the lock's pods alone (as
-// if the queue were empty), so grants and revocations go on; err then says why. wait reports a
-// write whose watch event brings a fresh look: acting now would act on a stale queue.
+// syncQueue reads the lock's queue (its queue Lease, creating it if missing, and its waiter
+// Leases) and brings it up to date: pods that ask join, pods that no longer wait and malformed
+// entries leave (one write of the queue Lease), and each client judged dead leaves (a write of
+// its waiter Lease). When the queue Lease cannot be read or written, the plan is the queue of the
+// lock's pods alone (as if the queue were empty), so grants and revocations go on; err then says
+// why. wait reports a write whose watch event brings a fresh look: acting now would act on a
+// stale queue, or could not serve the pods just added (their tickets are that write's).
 func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.FencedLock, st lease.State,
 	pods []*corev1.Pod, holds holdsFunc, now time.Time) (p queuePlan, wait bool, err error) {
 	lk := client.ObjectKeyFromObject(fl)
-	in := queueInput{q: lease.Queue{Next: st.Served + 1}, served: st.Served, st: st, lock: fl.Name,
+	in := queueInput{served: st.Served, st: st, lock: fl.Name,
 		holds: holds, pods: pods, seen: r.observer.seenOf(lk),
 		window: lease.Window(time.Duration(fl.Spec.LeaseDurationSeconds) * time.Second), now: now}
+	var waiters coordinationv1.LeaseList
+	if err := r.List(ctx, &waiters, client.InNamespace(fl.Namespace), client.MatchingLabels{
+		locksv1alpha1.LockUIDLabel: string(fl.UID), locksv1alpha1.RoleLabel: locksv1alpha1.RoleWaiter}); err != nil {
+		return planQueue(in), false, fmt.Errorf("listing waiter leases: %w", err)
+	}
+	waiting, malformed := lease.Waiters(waiters.Items, st.Served)
 	var ql coordinationv1.Lease
 	name := locksv1alpha1.QueueLeaseName(fl.UID)
 	err = r.Get(ctx, client.ObjectKey{Namespace: fl.Namespace, Name: name}, &ql)
 	switch {
 	case apierrors.IsNotFound(err):
-		created, err := r.createQueue(ctx, fl, name, st)
+		created, err := r.createQueue(ctx, fl, name)
+		in.q = lease.Queue{}.Merge(waiting)
 		return planQueue(in), created, err
 	case err != nil:
+		in.q = lease.Queue{}.Merge(waiting)
 		return planQueue(in), false, fmt.Errorf("getting queue lease: %w", err)
 	}
-	in.q = r.queues.read(lk, &ql)
+	doc := r.queues.read(lk, &ql)
+	// The queue Lease holds the manager's pods; a client entry there follows the queue format
+	// before waiter Leases, and is dropped as malformed.
+	clients := doc.Waiters[:0:0]
+	for _, w := range doc.Waiters {
+		if !w.IsPod() {
+			clients = append(clients, w)
+		}
+	}
+	in.q = doc.Merge(waiting)
 	_, moved := ql.Annotations[locksv1alpha1.QueueUnreadableAnnotation]
 	// A queue Lease made by a manager before the role or lock-uid label existed gets them now.
 	unlabelled := ql.Labels[locksv1alpha1.RoleLabel] != locksv1alpha1.RoleQueue ||
 		ql.Labels[locksv1alpha1.LockUIDLabel] != string(fl.UID)
 	p = planQueue(in)
 	r.observer.setSeen(lk, p.Seen)
-	if !p.Changed && !moved && !unlabelled {
+	r.reportWaiterLeases(ctx, fl, malformed)
+	if err := r.dropDead(ctx, fl, waiters.Items, p.Dead); err != nil {
+		return p, false, err
+	}
+	docChanged := len(p.Gone) > 0 || len(doc.Malformed) > 0 || doc.Unreadable != "" || len(p.Queue.Added) > 0 || len(clients) > 0
+	if !docChanged && !moved && !unlabelled {
 		return p, false, nil
 	}
+	stored := p.Queue
+	stored.Waiters = nil
+	for _, w := range p.Queue.Waiters {
+		if w.IsPod() {
+			stored.Waiters = append(stored.Waiters, w)
+		}
+	}
+	stored.Malformed = nil
 	_, err = lease.CAS(ctx, lease.ClientWriter{Client: r.Client}, &ql, func(next *coordinationv1.Lease) error {
 		delete(next.Annotations, locksv1alpha1.QueueUnreadableAnnotation)
 		metav1.SetMetaDataLabel(&next.ObjectMeta, locksv1alpha1.RoleLabel, locksv1alpha1.RoleQueue)
 		metav1.SetMetaDataLabel(&next.ObjectMeta, locksv1alpha1.LockUIDLabel, string(fl.UID))
-		return lease.WriteQueue(next, p.Queue)
+		return lease.WriteQueue(next, stored)
 	})
 	if apierrors.IsConflict(err) {
-		return p, true, nil // a waiter joined meanwhile; its event brings a fresh look
+		return p, true, nil // written meanwhile; its event brings a fresh look
 	}
 	if err != nil {
 		return p, false, fmt.Errorf("updating queue lease: %w", err)
 	}
-	r.reportRepairs(ctx, fl, &ql, in.q, p)
-	return p, false, nil
+	doc.Malformed = append(doc.Malformed, malformedEntries(clients)...)
+	r.reportRepairs(ctx, fl, &ql, doc, p)
+	return p, len(p.Queue.Added) > 0, nil
+}
+
+// malformedEntries reports client entries found on the queue Lease as malformed: clients queue
+// on waiter Leases.
+func malformedEntries(ws []lease.Waiter) []lease.Malformed {
+	out := make([]lease.Malformed, len(ws))
+	for i, w := range ws {
+		out[i] = lease.Malformed{Raw: []byte(fmt.Sprintf(`{"ticket":%d,"holder":%q}`, w.Ticket, w.Holder)),
+			Why: "a client entry on the queue Lease: clients queue on waiter Leases"}
+	}
+	return out
+}
+
+// dropDead takes each client judged dead out of the queue: its waiter Lease loses its holder (a
+// conflict means the waiter wrote meanwhile, alive after all: the next look judges it again).
+func (r *FencedLockReconciler) dropDead(ctx context.Context, fl *locksv1alpha1.FencedLock,
+	leases []coordinationv1.Lease, dead []lease.Waiter) error {
+	for _, w := range dead {
+		for i := range leases {
+			l := &leases[i]
+			t, err := lease.WaiterTicket(l)
+			if err != nil || t != w.Ticket || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != w.Holder {
+				continue
+			}
+			_, err = lease.CAS(ctx, lease.ClientWriter{Client: r.Client}, l, func(next *coordinationv1.Lease) error {
+				next.Spec.HolderIdentity = nil
+				lease.Stamp(l, next)
+				return nil
+			})
+			if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("dropping dead waiter %s: %w", w.Holder, err)
+			}
+		}
+	}
+	return nil
+}
+
+// reportWaiterLeases reports waiter Leases that do not follow the format, in a Warning Event each.
+func (r *FencedLockReconciler) reportWaiterLeases(ctx context.Context, fl *locksv1alpha1.FencedLock, malformed []error) {
+	for _, err := range malformed {
+		logf.FromContext(ctx).Info("Skipped a malformed waiter lease", "why", err.Error())
+		r.recorder.Eventf(fl, nil, corev1.EventTypeWarning, locksv1alpha1.ReasonQueueRepaired, actionQueue,
+			"Skipped %v (see docs/protocol.md, the queue format)", err)
+	}
 }
 
 // reportRepairs tells what a queue write dropped: a dead client in an event and a log line each,
@@ -188,17 +266,15 @@ func truncate(s string) string {
 	return s[:limit] + "…"
 }
 
-// createQueue creates the lock's queue Lease, its tickets starting above the lock's last queued
-// grant, and reports whether it did.
-func (r *FencedLockReconciler) createQueue(ctx context.Context, fl *locksv1alpha1.FencedLock, name string,
-	st lease.State) (created bool, err error) {
+// createQueue creates the lock's queue Lease, and reports whether it did.
+func (r *FencedLockReconciler) createQueue(ctx context.Context, fl *locksv1alpha1.FencedLock, name string) (created bool, err error) {
 	ql := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
 		Name:      name,
 		Namespace: fl.Namespace,
 		Labels: map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue,
 			locksv1alpha1.RoleLabel: locksv1alpha1.RoleQueue, locksv1alpha1.LockUIDLabel: string(fl.UID)},
 	}}
-	if err := lease.WriteQueue(ql, lease.Queue{Next: st.Served + 1}); err != nil {
+	if err := lease.WriteQueue(ql, lease.Queue{}); err != nil {
 		return false, err
 	}
 	if err := controllerutil.SetControllerReference(fl, ql, r.Scheme()); err != nil {
@@ -215,21 +291,4 @@ func (r *FencedLockReconciler) createQueue(ctx context.Context, fl *locksv1alpha
 	}
 	logf.FromContext(ctx).Info("Created queue lease", "lease", name)
 	return true, nil
-}
-
-// queueIssued returns the last ticket the lock's queue has issued, zero if it has no queue yet.
-func (r *FencedLockReconciler) queueIssued(ctx context.Context, fl *locksv1alpha1.FencedLock) lease.Ticket {
-	var ql coordinationv1.Lease
-	if err := r.Get(ctx, client.ObjectKey{Namespace: fl.Namespace, Name: locksv1alpha1.QueueLeaseName(fl.UID)}, &ql); err != nil {
-		return 0
-	}
-	q := r.queues.read(client.ObjectKeyFromObject(fl), &ql)
-	last := q.Next
-	if n := len(q.Waiters); n > 0 {
-		last = max(last, q.Waiters[n-1].Ticket+1)
-	}
-	if last == 0 {
-		return 0
-	}
-	return last - 1
 }

@@ -25,6 +25,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 )
@@ -111,4 +113,42 @@ func Waiters(leases []coordinationv1.Lease, served Ticket) (waiting []Waiter, ma
 	}
 	slices.SortFunc(waiting, func(a, b Waiter) int { return cmp.Compare(a.Ticket, b.Ticket) })
 	return waiting, malformed
+}
+
+// LockOf returns the FencedLock controller reference of lock Lease l, or nil if it has none (a
+// Lease written by an older manager, or not a lock's Lease).
+func LockOf(l *coordinationv1.Lease) *metav1.OwnerReference {
+	if l == nil {
+		return nil
+	}
+	ref := metav1.GetControllerOf(l)
+	if ref == nil || ref.Kind != locksv1alpha1.Kind || ref.UID == "" {
+		return nil
+	}
+	return ref
+}
+
+// NewWaiter returns the waiter Lease name of the lock ref names, as its waiter creates it: labelled
+// for the manager's cache and the lock's label watch, and owned (not controlled) by the
+// FencedLock, so that the garbage collector deletes it with the lock.
+func NewWaiter(namespace, name string, ref *metav1.OwnerReference) *coordinationv1.Lease {
+	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name,
+		Labels: map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue,
+			locksv1alpha1.LockUIDLabel: string(ref.UID), locksv1alpha1.RoleLabel: locksv1alpha1.RoleWaiter},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID}}}}
+}
+
+// WaiterSelector selects the waiter Leases of the lock with UID uid.
+func WaiterSelector(uid types.UID) string {
+	return labels.SelectorFromSet(labels.Set{locksv1alpha1.LockUIDLabel: string(uid),
+		locksv1alpha1.RoleLabel: locksv1alpha1.RoleWaiter}).String()
+}
+
+// ParseTicket parses a resourceVersion as the ticket it stands for.
+func ParseTicket(rv string) (Ticket, error) {
+	t, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil || t == 0 || Ticket(t) > MaxTicket {
+		return 0, fmt.Errorf("%q is not a ticket (an integer from 1 to %d)", rv, MaxTicket)
+	}
+	return Ticket(t), nil
 }

@@ -245,15 +245,9 @@ func (g *Grant) heldIn(le *coordinationv1.Lease) bool {
 	return ok && mine.Token == g.token
 }
 
-// queueFor returns the queue a release computed from cur serves: the followed one when the
-// follower has it as of cur, else one read (readQueue).
+// queueFor returns the queue a release computed from cur serves: one read (readQueue). (Branch
+// waiter-leases: the follower keeps the queue Lease only, not the waiter Leases, so a release
+// reads; following both is the next step, with a watch that starts from the initial list.)
 func (g *Grant) queueFor(ctx context.Context, cur *coordinationv1.Lease) (*lease.Queue, error) {
-	g.mu.Lock()
-	f := g.follower
-	g.mu.Unlock()
-	var known *coordinationv1.Lease
-	if f != nil && f.queue == lease.QueueOf(cur) {
-		known, _ = f.queueAsOf(ctx, cur.ResourceVersion)
-	}
-	return g.locker.readQueue(ctx, cur, known)
+	return g.locker.readQueue(ctx, cur)
 }

@@ -53,6 +53,8 @@ type Locker struct {
 	// itself again from it with a single write; a stale copy only costs a conflict.
 	mu   sync.Mutex
 	last *coordinationv1.Lease
+	// mine is this identity's waiter Lease as last written: a join starts from it (one write).
+	mine *coordinationv1.Lease
 }
 
 // Option configures a Locker.

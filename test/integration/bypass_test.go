@@ -359,7 +359,7 @@ var _ = Describe("No way around the fence", func() {
 		join := ql.DeepCopy()
 		join.Spec.HolderIdentity = new("")
 		q := lease.ReadQueue(join)
-		q.Join("mallory", 0, time.Now())
+		q.Add("mallory", time.Now())
 		Expect(lease.WriteQueue(join, q)).To(Succeed())
 		Expect(mallory.Update(ctx, join)).To(Succeed())
 
