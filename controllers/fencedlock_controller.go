@@ -355,6 +355,8 @@ func (r *FencedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&locksv1alpha1.FencedLock{}).
 		Watches(&coordinationv1.Lease{}, leaseEvents{r: r, EventHandler: handler.EnqueueRequestForOwner(mgr.GetScheme(),
 			mgr.GetRESTMapper(), &locksv1alpha1.FencedLock{}, handler.OnlyControllerOwner())}).
+		// A waiter Lease's join, beat or leave wakes its lock (it is owned, not controlled).
+		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(lockOfWaiter)).
 		// Pods that ask for a lock (the cache holds no others) wake their lock.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(lockOfPod)).
 		// A multi-lock pod's grant or loss of one lock wakes its other locks.
@@ -363,4 +365,17 @@ func (r *FencedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			RateLimiter: r.retries}).
 		Named("fencedlock").
 		Complete(r)
+}
+
+// lockOfWaiter maps a waiter Lease to the lock it waits for: its FencedLock owner.
+func lockOfWaiter(_ context.Context, obj client.Object) []ctrl.Request {
+	if obj.GetLabels()[locksv1alpha1.RoleLabel] != locksv1alpha1.RoleWaiter {
+		return nil
+	}
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.Kind == locksv1alpha1.Kind && ref.APIVersion == locksv1alpha1.GroupVersion.String() {
+			return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}}
+		}
+	}
+	return nil
 }

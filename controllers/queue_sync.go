@@ -208,9 +208,17 @@ func (r *FencedLockReconciler) dropDead(ctx context.Context, fl *locksv1alpha1.F
 				lease.Stamp(l, next)
 				return nil
 			})
-			if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
 				return fmt.Errorf("dropping dead waiter %s: %w", w.Holder, err)
 			}
+			window := lease.Window(time.Duration(fl.Spec.LeaseDurationSeconds) * time.Second)
+			logf.FromContext(ctx).Info("Dropped a dead waiter from the queue", "waiter", w.Holder, "ticket", w.Ticket.String(),
+				"window", window.String())
+			r.recorder.Eventf(fl, l, corev1.EventTypeNormal, locksv1alpha1.ReasonWaiterDead, actionQueue,
+				"Dropped waiter %s (ticket %s) from the queue: its beat did not change for %s", w.Holder, w.Ticket, window)
 		}
 	}
 	return nil
@@ -225,18 +233,11 @@ func (r *FencedLockReconciler) reportWaiterLeases(ctx context.Context, fl *locks
 	}
 }
 
-// reportRepairs tells what a queue write dropped: a dead client in an event and a log line each,
+// reportRepairs tells what a queue write dropped: a pod that no longer waits in a log line,
 // malformed entries and an unreadable queue in a Warning event each, naming what was dropped.
 func (r *FencedLockReconciler) reportRepairs(ctx context.Context, fl *locksv1alpha1.FencedLock, ql *coordinationv1.Lease,
 	read lease.Queue, p queuePlan) {
 	log := logf.FromContext(ctx)
-	window := lease.Window(time.Duration(fl.Spec.LeaseDurationSeconds) * time.Second)
-	for _, w := range p.Dead {
-		log.Info("Dropped a dead waiter from the queue", "waiter", w.Holder, "ticket", w.Ticket.String(),
-			"window", window.String())
-		r.recorder.Eventf(fl, ql, corev1.EventTypeNormal, locksv1alpha1.ReasonWaiterDead, actionQueue,
-			"Dropped waiter %s (ticket %s) from the queue: its beat did not change for %s", w.Holder, w.Ticket, window)
-	}
 	for _, w := range p.Gone {
 		log.Info("Dropped a pod that no longer waits from the queue", "waiter", w.Holder, "ticket", w.Ticket.String())
 	}

@@ -31,7 +31,6 @@ import (
 	"github.com/onsi/gomega/gbytes"
 	"github.com/onsi/gomega/gexec"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -214,13 +213,7 @@ var _ = Describe("The worked example's functions on contended locks", func() {
 		sess, _, stop := sh.startHolder("ledger", "shell/holder")
 
 		By("a dead client heads the queue, a live Go client waits behind it")
-		ql := kit.GetLease(ns, lease.QueueOf(kit.GetLease(ns, "ledger")))
-		_, err := lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, ql, func(next *coordinationv1.Lease) error {
-			q := lease.ReadQueue(next)
-			q.Join("dead-client", kit.LeaseState(ns, "ledger").Served, time.Now())
-			return lease.WriteQueue(next, q)
-		})
-		Expect(err).NotTo(HaveOccurred())
+		joinAs(ns, "ledger", "dead-client")
 		got, _ := acquireAsync(ctx, kit.Locker(ns, "ledger", "go-waiter"))
 		Eventually(func() []string { return waiterIDs(ns, "ledger") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{"dead-client", "go-waiter"}))

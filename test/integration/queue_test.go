@@ -50,9 +50,25 @@ func waiterIDs(ns, name string) []string {
 	return ids
 }
 
-// queueOf reads the lock's queue from its queue Lease.
+// queueOf reads the lock's queue: its queue Lease's entries and its waiter Leases that have a
+// holder, in ticket order.
 func queueOf(ns, name string) lease.Queue {
-	return lease.ReadQueue(kit.GetLease(ns, lease.QueueOf(kit.GetLease(ns, name))))
+	ref := lease.LockOf(kit.GetLease(ns, name))
+	ExpectWithOffset(1, ref).NotTo(BeNil())
+	list, err := clientset.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: lease.WaiterSelector(ref.UID)})
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	waiting, _ := lease.Waiters(list.Items, 0)
+	return lease.ReadQueue(kit.GetLease(ns, locksv1alpha1.QueueLeaseName(ref.UID))).Merge(waiting)
+}
+
+// joinAs queues identity on lock name as a client that never beats: its waiter Lease.
+func joinAs(ns, name, identity string) {
+	ref := lease.LockOf(kit.GetLease(ns, name))
+	ExpectWithOffset(1, ref).NotTo(BeNil())
+	w := lease.NewWaiter(ns, locksv1alpha1.WaiterLeaseName(ref.UID, identity), ref)
+	lease.JoinWaiter(nil, w, identity, time.Now())
+	_, err := clientset.CoordinationV1().Leases(ns).Create(ctx, w, metav1.CreateOptions{})
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 }
 
 // acquireAsync starts Acquire and returns where its grant (or error) arrives.
@@ -141,13 +157,7 @@ var _ = Describe("One queue for every holder", func() {
 		Expect(queueOf(ns, "stream").Waiters).To(BeEmpty(), "it removed its own entry")
 
 		By("a waiter that died (its entry is there, nobody beats it) is dropped after the lease duration")
-		ql := kit.GetLease(ns, lease.QueueOf(kit.GetLease(ns, "stream")))
-		_, err = lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, ql, func(next *coordinationv1.Lease) error {
-			q := lease.ReadQueue(next)
-			q.Join("dead", kit.LeaseState(ns, "stream").Served, time.Now())
-			return lease.WriteQueue(next, q)
-		})
-		Expect(err).NotTo(HaveOccurred())
+		joinAs(ns, "stream", "dead")
 		gotLive, _ := acquireAsync(ctx, kit.Locker(ns, "stream", "alive"))
 		Eventually(func() []string { return waiterIDs(ns, "stream") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{"dead", "alive"}))
@@ -202,15 +212,7 @@ var _ = Describe("One queue for every holder", func() {
 		holder, err := kit.Locker(ns, "dead", "holder").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		util.KeepAlive(holder, 0)
-		injectWaiter := func(id string) {
-			ql := kit.GetLease(ns, lease.QueueOf(kit.GetLease(ns, "dead")))
-			_, err := lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, ql, func(next *coordinationv1.Lease) error {
-				q := lease.ReadQueue(next)
-				q.Join(id, kit.LeaseState(ns, "dead").Served, time.Now())
-				return lease.WriteQueue(next, q)
-			})
-			Expect(err).NotTo(HaveOccurred())
-		}
+		injectWaiter := func(id string) { joinAs(ns, "dead", id) }
 
 		By("a waiter that died long before the release is dropped, and the release skips it")
 		injectWaiter("died-early")
