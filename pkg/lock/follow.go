@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
 )
 
@@ -42,16 +43,18 @@ import (
 // queue instead.
 const followWait = 50 * time.Millisecond
 
-// follower keeps the last queue Lease a watch of both of the lock's Leases delivered.
+// follower keeps the lock's queue as a list of its Leases and the watch that follows showed it:
+// the queue Lease (the manager's pods) and the waiter Leases.
 type follower struct {
-	lock, queue string // the two Leases' names; another Lease that carries the label is ignored
+	lock string // the lock Lease's name; its queue and waiter Leases carry the role label
 	stop        func() // ends the watch
 
-	mu    sync.Mutex
-	pos   string                // the last resourceVersion the watch delivered
-	ql    *coordinationv1.Lease // the last queue Lease it delivered; nil: none since it started
-	ended bool
-	moved chan struct{} // closed, and replaced, whenever pos moves or the follower ends
+	mu      sync.Mutex
+	pos     string                           // the last resourceVersion the list or watch showed
+	ql      *coordinationv1.Lease            // the queue Lease; nil: none
+	waiters map[string]*coordinationv1.Lease // the waiter Leases, by name
+	ended   bool
+	moved   chan struct{} // closed, and replaced, whenever pos moves or the follower ends
 }
 
 // waitWatch is the watch a waiting round follows, and its follower if it follows the queue.
@@ -69,9 +72,9 @@ type waitWatch struct {
 // lock Lease by name only is told Forbidden: this Locker then watches by name from then on.
 func (l *Locker) watch(ctx context.Context, a *acquisition, cur *coordinationv1.Lease, rv string) (*waitWatch, error) {
 	if sel := l.followSelector(a, cur); sel != "" {
-		w, err := l.leases.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
+		f, w, err := l.startFollowing(ctx, sel)
 		if err == nil {
-			return &waitWatch{w: w, f: &follower{lock: l.name, queue: a.queue, moved: make(chan struct{}), stop: w.Stop}}, nil
+			return &waitWatch{w: w, f: f}, nil
 		}
 		if !apierrors.IsForbidden(err) {
 			return nil, err
@@ -85,6 +88,26 @@ func (l *Locker) watch(ctx context.Context, a *acquisition, cur *coordinationv1.
 		return nil, err
 	}
 	return &waitWatch{w: w}, nil
+}
+
+// startFollowing lists the lock's Leases (sel) and watches them from that list: the follower
+// knows every waiter Lease from the start. The lock Lease the list shows is passed on as the
+// watch's first event.
+func (l *Locker) startFollowing(ctx context.Context, sel string) (*follower, watch.Interface, error) {
+	list, err := l.leases.List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := l.leases.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	f := &follower{lock: l.name, waiters: map[string]*coordinationv1.Lease{}, moved: make(chan struct{}), stop: w.Stop,
+		pos: list.ResourceVersion}
+	for i := range list.Items {
+		f.keep(&list.Items[i], watch.Added)
+	}
+	return f, w, nil
 }
 
 // byName selects the lock Lease alone.
@@ -129,7 +152,7 @@ func (ww *waitWatch) stop() {
 // followSelector is the selector of the watch a waiter follows the queue with, or "" if it waits
 // on the lock Lease alone.
 func (l *Locker) followSelector(a *acquisition, cur *coordinationv1.Lease) string {
-	if cur == nil || a.ticket == 0 || !a.head || l.noFollow.Load() || a.queue != lease.QueueOf(cur) {
+	if cur == nil || a.ticket == 0 || !a.head || l.noFollow.Load() {
 		return ""
 	}
 	return lease.FollowSelector(cur)
@@ -148,16 +171,14 @@ func (f *follower) observe(ev watch.Event) (*coordinationv1.Lease, bool) {
 	f.mu.Lock()
 	switch {
 	case ev.Type == watch.Bookmark:
-	case le.Name == f.queue && ev.Type == watch.Deleted:
-		f.ql = nil // a recreated queue Lease is shown afresh
-	case le.Name == f.queue:
-		f.ql = le
 	case le.Name == f.lock && ev.Type == watch.Deleted:
 		f.mu.Unlock()
 		f.end()
 		return nil, false
 	case le.Name == f.lock:
 		lock = le
+	default:
+		f.keep(le, ev.Type)
 	}
 	if le.ResourceVersion != "" {
 		f.pos = le.ResourceVersion
@@ -166,6 +187,21 @@ func (f *follower) observe(ev watch.Event) (*coordinationv1.Lease, bool) {
 	f.moved = make(chan struct{})
 	f.mu.Unlock()
 	return lock, true
+}
+
+// keep records le, one of the lock's queue Leases, as an event of type t shows it (f.mu held, or
+// f not shared yet).
+func (f *follower) keep(le *coordinationv1.Lease, t watch.EventType) {
+	switch le.Labels[locksv1alpha1.RoleLabel] {
+	case locksv1alpha1.RoleQueue:
+		if f.ql = le; t == watch.Deleted {
+			f.ql = nil // a recreated queue Lease is shown afresh
+		}
+	case locksv1alpha1.RoleWaiter:
+		if f.waiters[le.Name] = le; t == watch.Deleted {
+			delete(f.waiters, le.Name)
+		}
+	}
 }
 
 // end stops the watch; the follower then answers nothing.
@@ -181,21 +217,32 @@ func (f *follower) end() {
 	f.stop()
 }
 
-// queueAsOf returns the queue Lease as of resourceVersion rv or later (lease.Covers), waiting up
-// to followWait for the watch to get there. It returns false when it cannot say: the watch has
-// shown no queue Lease since it started, lags, or ended; the queue is then read.
-func (f *follower) queueAsOf(ctx context.Context, rv string) (*coordinationv1.Lease, bool) {
+// queueAsOf returns the queue as of resourceVersion rv or later (lease.Covers) for a lock whose
+// last queued grant is served, waiting up to followWait for the watch to get there. It returns
+// false when it cannot say: the watch lags, or ended; the queue is then read.
+func (f *follower) queueAsOf(ctx context.Context, rv string, served lease.Ticket) (*lease.Queue, bool) {
 	timer := time.NewTimer(followWait) // a bound on a network wait, not lock time: the real clock
 	defer timer.Stop()
 	for {
 		f.mu.Lock()
-		ql, pos, ended, moved := f.ql, f.pos, f.ended, f.moved
+		pos, ended, moved := f.pos, f.ended, f.moved
+		if !ended && lease.Covers(pos, rv) {
+			q := lease.Queue{}
+			if f.ql != nil {
+				q = lease.ReadQueue(f.ql)
+			}
+			items := make([]coordinationv1.Lease, 0, len(f.waiters))
+			for _, w := range f.waiters {
+				items = append(items, *w)
+			}
+			f.mu.Unlock()
+			waiting, _ := lease.Waiters(items, served)
+			q = q.Merge(waiting)
+			return &q, true
+		}
 		f.mu.Unlock()
-		switch {
-		case ended || ql == nil:
+		if ended {
 			return nil, false
-		case lease.Covers(pos, rv):
-			return ql, true
 		}
 		select {
 		case <-moved:
@@ -245,9 +292,17 @@ func (g *Grant) heldIn(le *coordinationv1.Lease) bool {
 	return ok && mine.Token == g.token
 }
 
-// queueFor returns the queue a release computed from cur serves: one read (readQueue). (Branch
-// waiter-leases: the follower keeps the queue Lease only, not the waiter Leases, so a release
-// reads; following both is the next step, with a watch that starts from the initial list.)
+// queueFor returns the queue a release computed from cur serves: the followed one when the
+// follower has it as of cur, else one read (readQueue).
 func (g *Grant) queueFor(ctx context.Context, cur *coordinationv1.Lease) (*lease.Queue, error) {
+	g.mu.Lock()
+	f := g.follower
+	g.mu.Unlock()
+	if f != nil {
+		st, _ := lease.Read(cur) // the transition that asked for the queue has vetted cur
+		if q, ok := f.queueAsOf(ctx, cur.ResourceVersion, st.Served); ok {
+			return q, nil
+		}
+	}
 	return g.locker.readQueue(ctx, cur)
 }

@@ -189,7 +189,7 @@ func TestReleaseReadsQueueAsOfItsLease(t *testing.T) {
 		cur.Annotations[locksv1alpha1.WaitingAnnotation] = "true"
 		ql := queueLease()
 		q := lease.Queue{}
-		q.Join("next", 0, now)
+		q.Add("next", now)
 		if err := lease.WriteQueue(ql, q); err != nil {
 			t.Fatal(err)
 		}

@@ -161,9 +161,7 @@ var _ = Describe("A holder that follows its lock's queue", func() {
 		By("c joins while b holds; b renews after that join, so its release is conditioned on a version past it")
 		granted := kit.GetLease(ns, "relay").ResourceVersion
 		gotC, _ := acquireAsync(ctx, kit.Locker(ns, "relay", "c"))
-		Eventually(func() []lease.Waiter {
-			return lease.ReadQueue(kit.GetLease(ns, queue)).Waiting(kit.LeaseState(ns, "relay").Served)
-		},
+		Eventually(func() []lease.Waiter { return queueOf(ns, "relay").Waiting(kit.LeaseState(ns, "relay").Served) },
 			10*time.Second, 20*time.Millisecond).Should(HaveLen(1))
 		Expect(b.Renew(ctx)).To(Succeed())
 		watchedPast(ns, sel, granted, kit.GetLease(ns, "relay").ResourceVersion)
@@ -200,9 +198,14 @@ var _ = Describe("A holder that follows its lock's queue", func() {
 		ns := kit.NewNamespace()
 		kit.NewLock(ns, "narrow", util.LeaseSeconds(15))
 		queue := lease.QueueOf(kit.GetLease(ns, "narrow"))
+		// A waiter creates its waiter Lease and a release lists the lock's waiter Leases: RBAC
+		// names no object for create or list. Watches, reads and updates are by name.
+		mine := locksv1alpha1.WaiterLeaseName(lease.LockOf(kit.GetLease(ns, "narrow")).UID, "narrow")
 		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "narrow"}, Rules: []rbacv1.PolicyRule{{
 			APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
-			ResourceNames: []string{"narrow", queue}, Verbs: []string{"get", "list", "watch", "update"},
+			ResourceNames: []string{"narrow", queue, mine}, Verbs: []string{"get", "watch", "update"},
+		}, {
+			APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create", "list"},
 		}}}
 		Expect(k8sClient.Create(ctx, role)).To(Succeed())
 		Expect(k8sClient.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "narrow"},
@@ -219,9 +222,8 @@ var _ = Describe("A holder that follows its lock's queue", func() {
 		g := servedAsHead(reads, ns, "narrow", "narrow")
 
 		gotNext, _ := acquireAsync(ctx, kit.Locker(ns, "narrow", "next"))
-		Eventually(func() []lease.Waiter {
-			return lease.ReadQueue(kit.GetLease(ns, queue)).Waiting(kit.LeaseState(ns, "narrow").Served)
-		}, 10*time.Second, 20*time.Millisecond).Should(HaveLen(1))
+		Eventually(func() []lease.Waiter { return queueOf(ns, "narrow").Waiting(kit.LeaseState(ns, "narrow").Served) },
+			10*time.Second, 20*time.Millisecond).Should(HaveLen(1))
 		before := reads.of(queue)
 		Expect(g.Release(ctx)).To(Succeed())
 		Expect(reads.of(queue)).To(BeNumerically(">", before), "without the watch of both Leases, the release reads the queue")
