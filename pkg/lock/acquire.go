@@ -129,13 +129,10 @@ type acquisition struct {
 	progress bool
 	// lastErr is the last transient error retried, for the error returned when ctx ends.
 	lastErr error
-	// ticket is this call's place in the lock's queue, zero while it is not queued; queue is the
-	// queue Lease it joined; beatDue is when its entry is next shown alive (local clock).
+	// ticket is this call's place in the lock's queue (its join's resourceVersion), zero while it
+	// is not queued; beatDue is when its waiter Lease is next shown alive (local clock).
 	ticket  lease.Ticket
-	queue   string
 	beatDue time.Time
-	// head is true when this waiter was the queue's head as it joined: it follows the queue.
-	head bool
 	// last is the lock's Lease as last seen, to look at again after a beat found the entry gone.
 	last *coordinationv1.Lease
 	// from, if set, is where the next round starts instead of listing the Lease.

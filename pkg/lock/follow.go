@@ -57,57 +57,67 @@ type follower struct {
 	moved   chan struct{} // closed, and replaced, whenever pos moves or the follower ends
 }
 
-// waitWatch is the watch a waiting round follows, and its follower if it follows the queue.
+// waitWatch is the watch of the lock Lease a waiting round follows.
 type waitWatch struct {
-	w      watch.Interface
-	f      *follower
-	handed bool // a grant took the watch over
+	w   watch.Interface
+	l   *Locker
+	ctx context.Context // Acquire's: a follower started from the round's grant lives as long
 }
 
-// watch opens the watch a waiting round follows from resourceVersion rv: of both of the lock's
-// Leases for a waiter that is the queue's head on a lock whose Leases carry the label, else of the
-// lock Lease alone. The first comes with a follower. A served waiter hands it to its grant, which
-// follows it for as long as ctx (Acquire's) lives: a watch must not outlive what its caller
-// bounded, and a release without a follower reads the queue. A principal allowed to watch the
-// lock Lease by name only is told Forbidden: this Locker then watches by name from then on.
-func (l *Locker) watch(ctx context.Context, a *acquisition, cur *coordinationv1.Lease, rv string) (*waitWatch, error) {
-	if sel := l.followSelector(a, cur); sel != "" {
-		f, w, err := l.startFollowing(ctx, sel)
-		if err == nil {
-			return &waitWatch{w: w, f: f}, nil
-		}
-		if !apierrors.IsForbidden(err) {
-			return nil, err
-		}
-		l.noFollow.Store(true)
-	}
+// watch opens the watch a waiting round follows from resourceVersion rv: of the lock Lease alone.
+func (l *Locker) watch(ctx context.Context, _ *acquisition, _ *coordinationv1.Lease, rv string) (*waitWatch, error) {
 	w, err := l.leases.Watch(ctx, metav1.ListOptions{
 		FieldSelector: l.byName(), ResourceVersion: rv, AllowWatchBookmarks: true,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &waitWatch{w: w}, nil
+	return &waitWatch{w: w, l: l, ctx: ctx}, nil
 }
 
-// startFollowing lists the lock's Leases (sel) and watches them from that list: the follower
-// knows every waiter Lease from the start. The lock Lease the list shows is passed on as the
-// watch's first event.
-func (l *Locker) startFollowing(ctx context.Context, sel string) (*follower, watch.Interface, error) {
-	list, err := l.leases.List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		return nil, nil, err
+// followFrom makes g, granted from the queue on Lease cur that others wait for, follow the
+// lock's queue until g ends or ctx (Acquire's) does: it lists the lock's Leases and watches them
+// from that list, in the background, so that its release needs no read (queueFor). A principal
+// that may not list or watch them that way reads at release, as does one whose follower is not
+// ready by then.
+func (l *Locker) followFrom(ctx context.Context, g *Grant, cur *coordinationv1.Lease) {
+	sel := lease.FollowSelector(cur)
+	if sel == "" || l.noFollow.Load() {
+		return
 	}
-	w, err := l.leases.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true})
-	if err != nil {
-		return nil, nil, err
-	}
-	f := &follower{lock: l.name, waiters: map[string]*coordinationv1.Lease{}, moved: make(chan struct{}), stop: w.Stop,
-		pos: list.ResourceVersion}
-	for i := range list.Items {
-		f.keep(&list.Items[i], watch.Added)
-	}
-	return f, w, nil
+	ctx, cancel := context.WithCancel(ctx)
+	f := &follower{lock: l.name, waiters: map[string]*coordinationv1.Lease{}, moved: make(chan struct{}), stop: cancel}
+	g.mu.Lock()
+	g.follower = f
+	g.mu.Unlock()
+	go func() {
+		defer f.end()
+		list, err := l.leases.List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			l.noFollow.Store(l.noFollow.Load() || apierrors.IsForbidden(err))
+			return
+		}
+		w, err := l.leases.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true})
+		if err != nil {
+			l.noFollow.Store(l.noFollow.Load() || apierrors.IsForbidden(err))
+			return
+		}
+		defer w.Stop()
+		f.mu.Lock()
+		for i := range list.Items {
+			f.keep(&list.Items[i], watch.Added)
+		}
+		f.pos = list.ResourceVersion
+		close(f.moved)
+		f.moved = make(chan struct{})
+		f.mu.Unlock()
+		for ev := range w.ResultChan() {
+			le, ok := f.observe(ev)
+			if !ok || (le != nil && !g.heldIn(le)) {
+				return
+			}
+		}
+	}()
 }
 
 // byName selects the lock Lease alone.
@@ -115,48 +125,21 @@ func (l *Locker) byName() string {
 	return fields.OneTermEqualSelector("metadata.name", l.name).String()
 }
 
-// lockEvent returns the event the waiter decides on: ev itself, or, on a watch that follows the
-// queue, the lock Lease's event, with the queue's events kept by the follower and passed on as
-// bookmarks. It returns false when the watch cannot be followed any more: re-list.
-func (ww *waitWatch) lockEvent(ev watch.Event) (watch.Event, bool) {
-	if ww.f == nil {
-		return ev, true
-	}
-	le, ok := ww.f.observe(ev)
-	if le == nil {
-		return watch.Event{Type: watch.Bookmark}, ok
-	}
-	return watch.Event{Type: ev.Type, Object: le}, ok
-}
+// lockEvent returns the event the waiter decides on: the watch is of the lock Lease alone.
+func (ww *waitWatch) lockEvent(ev watch.Event) (watch.Event, bool) { return ev, true }
 
-// grant hands a watch that follows the queue to g, the grant the round ends with.
+// grant makes g, the grant the round ends with, follow the queue if others wait (followFrom).
 func (ww *waitWatch) grant(g *Grant) *Grant {
-	if g != nil && ww.f != nil {
-		ww.handed = true
-		g.follow(ww.f, ww.w)
+	if g != nil {
+		if st, err := lease.Read(g.lease); err == nil && st.Waiting {
+			ww.l.followFrom(ww.ctx, g, g.lease)
+		}
 	}
 	return g
 }
 
-// stop ends the watch at the end of the round, unless a grant took it over.
-func (ww *waitWatch) stop() {
-	switch {
-	case ww.handed:
-	case ww.f != nil:
-		ww.f.end()
-	default:
-		ww.w.Stop()
-	}
-}
-
-// followSelector is the selector of the watch a waiter follows the queue with, or "" if it waits
-// on the lock Lease alone.
-func (l *Locker) followSelector(a *acquisition, cur *coordinationv1.Lease) string {
-	if cur == nil || a.ticket == 0 || !a.head || l.noFollow.Load() {
-		return ""
-	}
-	return lease.FollowSelector(cur)
-}
+// stop ends the watch at the end of the round.
+func (ww *waitWatch) stop() { ww.w.Stop() }
 
 // observe records ev. It returns the lock Lease the event carries, if any, and false once the
 // watch cannot be followed: an error event, or the lock Lease gone from the selection (deleted,
@@ -252,23 +235,6 @@ func (f *follower) queueAsOf(ctx context.Context, rv string, served lease.Ticket
 			return nil, false
 		}
 	}
-}
-
-// follow hands the waiting round's watch to g, which follows it until the grant ends: released,
-// lost, or, as the watch shows, no longer this holder's.
-func (g *Grant) follow(f *follower, w watch.Interface) {
-	g.mu.Lock()
-	g.follower = f
-	g.mu.Unlock()
-	go func() {
-		defer f.end()
-		for ev := range w.ResultChan() {
-			le, ok := f.observe(ev)
-			if !ok || (le != nil && !g.heldIn(le)) {
-				return
-			}
-		}
-	}()
 }
 
 // unfollow ends the grant's follower, if any.

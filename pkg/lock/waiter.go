@@ -62,9 +62,6 @@ func (l *Locker) join(ctx context.Context, a *acquisition, cur *coordinationv1.L
 		return fmt.Errorf("lock %s: joining the queue: %w", l.key(), err)
 	}
 	a.ticket, _ = lease.WaiterTicket(out)
-	// A waiter that found nobody marked waiting is likely the queue's head: it follows the
-	// queue (follow.go), so that once served it releases without reading it.
-	a.head = !st.Waiting
 	a.beatDue = l.clock.Now().Add(beatInterval(st))
 	return nil
 }

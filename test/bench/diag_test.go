@@ -55,7 +55,7 @@ func (l countingLeases) Update(ctx context.Context, le *coordinationv1.Lease, o 
 	defer func() { l.c.updNs.Add(int64(time.Since(t0))) }()
 	out, err := l.LeaseInterface.Update(ctx, le, o)
 	if apierrors.IsConflict(err) {
-		if strings.HasPrefix(le.Name, "fencedlock-queue-") {
+		if strings.HasPrefix(le.Name, "fencedlock-queue-") || strings.HasPrefix(le.Name, "fencedlock-wait-") {
 			l.c.queue.Add(1)
 		} else {
 			l.c.lock.Add(1)

@@ -23,6 +23,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -186,12 +187,16 @@ func (b *bench) joinBurst(n int, dur time.Duration, j joiner) joinResult {
 		etcd: (etcd(after) - etcd(before)) / n64, wrong: j.done()}
 }
 
-// documentJoin joins today's queue as pkg/lock does, each waiter leaving its previous entry in
-// the same write (as the lock serving it would have made it count as served).
+// documentJoin joins a queue kept as one JSON document, as pkg/lock did before waiter Leases (a
+// ticket one above the last, a compare-and-swap, a jittered doubling pause after a conflict),
+// each waiter leaving its previous entry in the same write (as the lock serving it would have).
 func (b *bench) documentJoin(leases coordinationv1client.LeaseInterface, n int) joiner {
 	name := fmt.Sprintf("joins-doc-%d", n)
 	b.createLease(name, nil)
-	tickets := make([]lease.Ticket, n)
+	type entry struct {
+		Ticket uint64 `json:"ticket"`
+		Holder string `json:"holder"`
+	}
 	w := lease.TypedWriter{Leases: b.cs.CoordinationV1()}
 	return joiner{join: func(ctx context.Context, g int) (int, error) {
 		id := fmt.Sprintf("w%d", g)
@@ -203,16 +208,18 @@ func (b *bench) documentJoin(leases coordinationv1client.LeaseInterface, n int) 
 			if err != nil {
 				return attempt, err
 			}
-			var t lease.Ticket
 			_, err = lease.CAS(ctx, w, cur, func(next *coordinationv1.Lease) error {
-				q := lease.ReadQueue(next)
-				q.Leave(tickets[g], id)
-				t = q.Join(id, 0, time.Now())
-				return lease.WriteQueue(next, q)
+				var q []entry
+				_ = json.Unmarshal([]byte(next.Annotations[joinsEntryKey+"doc"]), &q)
+				q = slices.DeleteFunc(q, func(e entry) bool { return e.Holder == id })
+				t := uint64(1)
+				if len(q) > 0 {
+					t = q[len(q)-1].Ticket + 1
+				}
+				b, err := json.Marshal(append(q, entry{Ticket: t, Holder: id}))
+				metav1.SetMetaDataAnnotation(&next.ObjectMeta, joinsEntryKey+"doc", string(b))
+				return err
 			})
-			if err == nil {
-				tickets[g] = t
-			}
 			if !apierrors.IsConflict(err) {
 				return attempt, err
 			}
