@@ -199,9 +199,14 @@ func WriteQueue(l *coordinationv1.Lease, q Queue) error {
 	for _, m := range q.Malformed {
 		entries = append(entries, m.Raw)
 	}
+	// "after" is the version this one is written over: it makes every write a change, so that a
+	// write re-adding an entry as it was stored (ticket 0, say the same pod queued again after its
+	// grant ended) is not a no-op that keeps the old version, and with it the old ticket.
+	after, _ := strconv.ParseUint(l.ResourceVersion, 10, 64)
 	b, err := json.Marshal(struct {
+		After   uint64            `json:"after,omitempty"`
 		Waiters []json.RawMessage `json:"waiters,omitempty"`
-	}{entries})
+	}{after, entries})
 	if err != nil {
 		return fmt.Errorf("encoding queue: %w", err)
 	}
