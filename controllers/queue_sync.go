@@ -19,6 +19,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -133,14 +134,6 @@ func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.
 		return planQueue(in), false, fmt.Errorf("getting queue lease: %w", err)
 	}
 	doc := r.queues.read(lk, &ql)
-	// The queue Lease holds the manager's pods; a client entry there follows the queue format
-	// before waiter Leases, and is dropped as malformed.
-	clients := doc.Waiters[:0:0]
-	for _, w := range doc.Waiters {
-		if !w.IsPod() {
-			clients = append(clients, w)
-		}
-	}
 	in.q = doc.Merge(waiting)
 	_, moved := ql.Annotations[locksv1alpha1.QueueUnreadableAnnotation]
 	// A queue Lease made by a manager before the role or lock-uid label existed gets them now.
@@ -152,17 +145,12 @@ func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.
 	if err := r.dropDead(ctx, fl, waiters.Items, p.Dead); err != nil {
 		return p, false, err
 	}
-	docChanged := len(p.Gone) > 0 || len(doc.Malformed) > 0 || doc.Unreadable != "" || len(p.Queue.Added) > 0 || len(clients) > 0
+	docChanged := len(p.Gone) > 0 || len(doc.Malformed) > 0 || doc.Unreadable != "" || len(p.Queue.Added) > 0
 	if !docChanged && !moved && !unlabelled {
 		return p, false, nil
 	}
-	stored := p.Queue
-	stored.Waiters = nil
-	for _, w := range p.Queue.Waiters {
-		if w.IsPod() {
-			stored.Waiters = append(stored.Waiters, w)
-		}
-	}
+	stored := p.Queue // the pods: the judged queue without the waiter Leases' clients
+	stored.Waiters = slices.DeleteFunc(slices.Clone(p.Queue.Waiters), func(w lease.Waiter) bool { return !w.IsPod() })
 	stored.Malformed = nil
 	_, err = lease.CAS(ctx, lease.ClientWriter{Client: r.Client}, &ql, func(next *coordinationv1.Lease) error {
 		delete(next.Annotations, locksv1alpha1.QueueUnreadableAnnotation)
@@ -176,20 +164,8 @@ func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.
 	if err != nil {
 		return p, false, fmt.Errorf("updating queue lease: %w", err)
 	}
-	doc.Malformed = append(doc.Malformed, malformedEntries(clients)...)
 	r.reportRepairs(ctx, fl, &ql, doc, p)
 	return p, len(p.Queue.Added) > 0, nil
-}
-
-// malformedEntries reports client entries found on the queue Lease as malformed: clients queue
-// on waiter Leases.
-func malformedEntries(ws []lease.Waiter) []lease.Malformed {
-	out := make([]lease.Malformed, len(ws))
-	for i, w := range ws {
-		out[i] = lease.Malformed{Raw: []byte(fmt.Sprintf(`{"ticket":%d,"holder":%q}`, w.Ticket, w.Holder)),
-			Why: "a client entry on the queue Lease: clients queue on waiter Leases"}
-	}
-	return out
 }
 
 // dropDead takes each client judged dead out of the queue: its waiter Lease loses its holder (a

@@ -138,6 +138,9 @@ func ParseQueue(v string, rv Ticket) Queue {
 	}
 	for _, raw := range doc.Waiters {
 		w, why := parseEntry(raw)
+		if why == "" && !w.IsPod() {
+			why = "a client entry: clients queue on waiter Leases, the queue Lease holds the manager's pods"
+		}
 		if why == "" && w.Ticket == 0 {
 			if w.Ticket = rv; rv == 0 || rv > MaxTicket {
 				why = "ticket 0 (added by this version's write) on a version that is not a ticket"

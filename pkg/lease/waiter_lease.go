@@ -135,7 +135,8 @@ func NewWaiter(namespace, name string, ref *metav1.OwnerReference) *coordination
 	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name,
 		Labels: map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue,
 			locksv1alpha1.LockUIDLabel: string(ref.UID), locksv1alpha1.RoleLabel: locksv1alpha1.RoleWaiter},
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID}}}}
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID}},
+		ManagedFields:   ResetManagedFields()}}
 }
 
 // WaiterSelector selects the waiter Leases of the lock with UID uid.
