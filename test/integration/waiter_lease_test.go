@@ -78,7 +78,7 @@ var _ = Describe("A waiter Lease", func() {
 		_, err = write(bob, func(next *coordinationv1.Lease) {
 			metav1.SetMetaDataAnnotation(&next.ObjectMeta, locksv1alpha1.TicketAnnotation, "1")
 		})
-		policyDenied(err, "fencedlock-waiter-lease", "keeps the waiter's place")
+		policyDenied(err, "fencedlock-waiter-lease", "keeps the place of the waiter")
 		_, err = write(bob, func(next *coordinationv1.Lease) {
 			lease.JoinWaiter(bob, next, "bob", time.Now())
 			metav1.SetMetaDataAnnotation(&next.ObjectMeta, locksv1alpha1.TicketAnnotation, "1")
