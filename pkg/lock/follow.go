@@ -47,7 +47,7 @@ const followWait = 50 * time.Millisecond
 // the queue Lease (the manager's pods) and the waiter Leases.
 type follower struct {
 	lock string // the lock Lease's name; its queue and waiter Leases carry the role label
-	stop        func() // ends the watch
+	stop func() // ends the watch
 
 	mu      sync.Mutex
 	pos     string                           // the last resourceVersion the list or watch showed
@@ -97,7 +97,8 @@ func (l *Locker) followFrom(ctx context.Context, g *Grant, cur *coordinationv1.L
 			l.noFollow.Store(l.noFollow.Load() || apierrors.IsForbidden(err))
 			return
 		}
-		w, err := l.leases.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true})
+		w, err := l.leases.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: list.ResourceVersion,
+			AllowWatchBookmarks: true})
 		if err != nil {
 			l.noFollow.Store(l.noFollow.Load() || apierrors.IsForbidden(err))
 			return

@@ -43,7 +43,7 @@ func waiterAt(holder, rv string) *coordinationv1.Lease {
 }
 
 func holders(q *lease.Queue) []string {
-	var out []string
+	out := make([]string, 0, len(q.Waiters))
 	for _, w := range q.Waiters {
 		out = append(out, w.Holder)
 	}

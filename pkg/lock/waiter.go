@@ -201,7 +201,10 @@ func (l *Locker) writeWaiter(ctx context.Context, ref *metav1.OwnerReference,
 			l.mu.Unlock()
 			return out, nil
 		}
-		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) && !(old != nil && apierrors.IsNotFound(err)) {
+		// A conflict (the manager wrote it), a create that finds it, an update that finds it gone:
+		// read it again.
+		retry := apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || (old != nil && apierrors.IsNotFound(err))
+		if !retry {
 			return nil, err
 		}
 		read = true
