@@ -251,11 +251,7 @@ func (l *Locker) readQueue(ctx context.Context, cur *coordinationv1.Lease) (*lea
 		default:
 			doc = lease.ReadQueue(ql)
 		}
-		opts := metav1.ListOptions{LabelSelector: lease.WaiterSelector(ref.UID)}
-		if rv != "" {
-			opts.ResourceVersion, opts.ResourceVersionMatch = rv, metav1.ResourceVersionMatchNotOlderThan
-		}
-		list, err := l.leases.List(ctx, opts)
+		list, err := l.listAtLeast(ctx, lease.WaiterSelector(ref.UID), rv)
 		if err != nil {
 			return nil, fmt.Errorf("lock %s: reading the queue's waiters: %w", l.key(), err)
 		}
@@ -278,4 +274,18 @@ func (l *Locker) getAtLeast(ctx context.Context, name, rv string) (*coordination
 		le, err = l.leases.Get(ctx, name, metav1.GetOptions{})
 	}
 	return le, err
+}
+
+// listAtLeast lists the Leases sel selects as of resourceVersion rv or later, as getAtLeast reads
+// one.
+func (l *Locker) listAtLeast(ctx context.Context, sel, rv string) (*coordinationv1.LeaseList, error) {
+	opts := metav1.ListOptions{LabelSelector: sel}
+	if rv != "" {
+		opts.ResourceVersion, opts.ResourceVersionMatch = rv, metav1.ResourceVersionMatchNotOlderThan
+	}
+	list, err := l.leases.List(ctx, opts)
+	if rv != "" && apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
+		list, err = l.leases.List(ctx, metav1.ListOptions{LabelSelector: sel})
+	}
+	return list, err
 }
