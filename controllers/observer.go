@@ -88,13 +88,16 @@ type observer struct {
 	obs map[types.NamespacedName]*lockObservation
 	// seen is what the last judgment of each lock's queue saw of its queued clients (lease.Judge).
 	seen map[types.NamespacedName]map[lease.Ticket]lease.Seen
+	// idle is when each lock's unused waiter Leases were first seen unused (idleWaiters).
+	idle map[types.NamespacedName]map[string]idleMark
 	// held and heldPermits count the locks with a permit held, and the permits held, in the last
 	// observation of every lock (the held gauges).
 	held, heldPermits int
 }
 
 func newObserver() *observer {
-	return &observer{obs: map[types.NamespacedName]*lockObservation{}, seen: map[types.NamespacedName]map[lease.Ticket]lease.Seen{}}
+	return &observer{obs: map[types.NamespacedName]*lockObservation{}, seen: map[types.NamespacedName]map[lease.Ticket]lease.Seen{},
+		idle: map[types.NamespacedName]map[string]idleMark{}}
 }
 
 // lock returns the lock's observation, creating it; the caller holds mu.
@@ -305,6 +308,25 @@ func (o *observer) forget(key types.NamespacedName) {
 	}
 	delete(o.obs, key)
 	delete(o.seen, key)
+	delete(o.idle, key)
+}
+
+// idleOf returns the marks of the lock's unused waiter Leases.
+func (o *observer) idleOf(key types.NamespacedName) map[string]idleMark {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.idle[key]
+}
+
+// setIdle records the marks of the lock's unused waiter Leases.
+func (o *observer) setIdle(key types.NamespacedName, marks map[string]idleMark) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(marks) == 0 {
+		delete(o.idle, key)
+		return
+	}
+	o.idle[key] = marks
 }
 
 // count updates the held gauges for a lock whose permits held went from before to now.

@@ -145,6 +145,11 @@ func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.
 	if err := r.dropDead(ctx, fl, waiters.Items, p.Dead); err != nil {
 		return p, false, err
 	}
+	idleDue, err := r.deleteIdle(ctx, fl, waiters.Items, st.Served, now)
+	p.Deadline = earliest(p.Deadline, idleDue) // never lost on an error path: set before returning it
+	if err != nil {
+		return p, false, err
+	}
 	docChanged := len(p.Gone) > 0 || len(doc.Malformed) > 0 || doc.Unreadable != "" || len(p.Queue.Added) > 0
 	if !docChanged && !moved && !unlabelled {
 		return p, false, nil
@@ -268,4 +273,66 @@ func (r *FencedLockReconciler) createQueue(ctx context.Context, fl *locksv1alpha
 	}
 	logf.FromContext(ctx).Info("Created queue lease", "lease", name)
 	return true, nil
+}
+
+// idleWaiterLeaseDurations is how many lease durations a waiter Lease may go unused (not waiting,
+// unchanged) before the manager deletes it: long enough that a client that acquires the lock over
+// and over keeps its Lease (a join is then one update, not a create).
+const idleWaiterLeaseDurations = 10
+
+// idleMark is when the manager first saw a waiter Lease, at one version, not waiting.
+type idleMark struct {
+	rv string
+	at time.Time
+}
+
+// idleWaiters is the pure part of the waiter Lease cleanup: of leases, the lock's waiter Leases,
+// those not waiting (no holder, or a ticket at or below served) are marked when first seen at a
+// version, on the manager's clock; a mark older than keep is due. It returns the due Leases, the
+// marks to remember, and when the next one falls due (zero if none).
+func idleWaiters(leases []coordinationv1.Lease, served lease.Ticket, marks map[string]idleMark, keep time.Duration,
+	now time.Time) (due []*coordinationv1.Lease, next map[string]idleMark, deadline time.Time) {
+	next = map[string]idleMark{}
+	for i := range leases {
+		l := &leases[i]
+		t, err := lease.WaiterTicket(l)
+		waiting := err == nil && t > served && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != ""
+		if waiting {
+			continue
+		}
+		m, ok := marks[l.Name]
+		if !ok || m.rv != l.ResourceVersion {
+			m = idleMark{rv: l.ResourceVersion, at: now}
+		}
+		if at := m.at.Add(keep); !now.Before(at) {
+			due = append(due, l)
+			continue
+		} else if deadline.IsZero() || at.Before(deadline) {
+			deadline = at
+		}
+		next[l.Name] = m
+	}
+	return due, next, deadline
+}
+
+// deleteIdle deletes the lock's waiter Leases that idleWaiters found due, each only at the
+// version judged (a waiter that joined again meanwhile keeps its Lease), and returns when the
+// next one falls due.
+func (r *FencedLockReconciler) deleteIdle(ctx context.Context, fl *locksv1alpha1.FencedLock, leases []coordinationv1.Lease,
+	served lease.Ticket, now time.Time) (time.Time, error) {
+	lk := client.ObjectKeyFromObject(fl)
+	keep := idleWaiterLeaseDurations * time.Duration(fl.Spec.LeaseDurationSeconds) * time.Second
+	due, marks, deadline := idleWaiters(leases, served, r.observer.idleOf(lk), keep, now)
+	r.observer.setIdle(lk, marks)
+	for _, l := range due {
+		uid, rv := l.UID, l.ResourceVersion
+		err := r.Delete(ctx, l, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return deadline, fmt.Errorf("deleting unused waiter lease %s: %w", l.Name, err)
+		}
+		if err == nil {
+			logf.FromContext(ctx).V(1).Info("Deleted an unused waiter lease", "lease", l.Name, "unusedFor", keep.String())
+		}
+	}
+	return deadline, nil
 }

@@ -17,17 +17,20 @@ limitations under the License.
 package integration
 
 import (
+	"context"
 	"strconv"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
+	"github.com/fencedlock/fencedlock/pkg/lock"
 	"github.com/fencedlock/fencedlock/test/util"
 )
 
@@ -115,6 +118,39 @@ var _ = Describe("A waiter Lease", func() {
 })
 
 // mustTicket is the ticket resourceVersion rv stands for.
+var _ = Describe("An unused waiter Lease", func() {
+	It("is deleted by the manager after ten lease durations unused, and joining again creates it anew", func() {
+		ns := kit.NewNamespace()
+		fl := kit.NewLock(ns, "brief", util.LeaseSeconds(1))
+		holder, err := kit.Locker(ns, "brief", "holder").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		util.KeepAlive(holder, 0)
+		name := locksv1alpha1.WaiterLeaseName(fl.UID, "patient")
+		wctx, cancel := context.WithCancel(ctx)
+		_, failed := acquireAsync(wctx, kit.Locker(ns, "brief", "patient"))
+		Eventually(func() []string { return waiterIDs(ns, "brief") }, 10*time.Second, 20*time.Millisecond).
+			Should(Equal([]string{"patient"}))
+		cancel() // it leaves: its waiter Lease stays, unused
+		Eventually(failed, 10*time.Second).Should(Receive())
+		left := time.Now()
+		Eventually(func() bool {
+			_, err := clientset.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}, 30*time.Second, 200*time.Millisecond).Should(BeTrue())
+		Expect(time.Since(left)).To(BeNumerically(">=", 9*time.Second), "not before ten lease durations")
+
+		By("joining again creates it")
+		gone := kit.Locker(ns, "brief", "patient")
+		got, _ := acquireAsync(ctx, gone)
+		Eventually(func() []string { return waiterIDs(ns, "brief") }, 10*time.Second, 20*time.Millisecond).
+			Should(Equal([]string{"patient"}))
+		Expect(holder.Release(ctx)).To(Succeed())
+		var g *lock.Grant
+		Eventually(got, 10*time.Second).Should(Receive(&g))
+		Expect(g.Release(ctx)).To(Succeed())
+	})
+})
+
 func mustTicket(rv string) lease.Ticket {
 	t, err := strconv.ParseUint(rv, 10, 64)
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
