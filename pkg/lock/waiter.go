@@ -81,10 +81,10 @@ func (l *Locker) beat(ctx context.Context, a *acquisition) error {
 	found := false
 	if ref != nil {
 		_, err := l.writeWaiter(ctx, ref, func(old, next *coordinationv1.Lease) bool {
-			if old == nil || !l.waits(old, a.ticket) {
+			// Judged on each copy: a retry after a conflict may find it dropped.
+			if found = old != nil && l.waits(old, a.ticket); !found {
 				return false
 			}
-			found = true
 			rt := metav1.NewMicroTime(l.clock.Now())
 			next.Spec.RenewTime = &rt
 			lease.Stamp(old, next)
