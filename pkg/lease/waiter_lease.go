@@ -18,6 +18,7 @@ package lease
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -81,6 +82,43 @@ func JoinWaiter(old, next *coordinationv1.Lease, identity string, now time.Time)
 	if old != nil {
 		Stamp(old, next)
 	}
+}
+
+// ErrNotQueued is returned by BeatWaiter and LeaveWaiter when the waiter Lease no longer shows
+// the identity waiting with its ticket: the manager judged it dead, it queued again elsewhere, or
+// the Lease is gone. Its waiter is not queued: it joins again (or, leaving, has nothing to do).
+var ErrNotQueued = errors.New("the waiter Lease does not show this waiter with this ticket: join the queue again")
+
+// Waits reports whether waiter Lease w (nil: none) shows identity waiting with ticket t.
+func Waits(w *coordinationv1.Lease, identity string, t Ticket) bool {
+	if w == nil || w.Spec.HolderIdentity == nil || *w.Spec.HolderIdentity != identity {
+		return false
+	}
+	got, err := WaiterTicket(w)
+	return err == nil && got == t
+}
+
+// BeatWaiter makes next, a write of waiter Lease old, the beat of identity waiting with ticket t:
+// a new renewTime, the ticket carried. ErrNotQueued when old does not show it waiting.
+func BeatWaiter(old, next *coordinationv1.Lease, identity string, t Ticket, now time.Time) error {
+	if !Waits(old, identity, t) {
+		return ErrNotQueued
+	}
+	rt := metav1.NewMicroTime(now)
+	next.Spec.RenewTime = &rt
+	Stamp(old, next)
+	return nil
+}
+
+// LeaveWaiter makes next, a write of waiter Lease old, identity's leaving the queue it waits in
+// with ticket t: no holder, the ticket carried. ErrNotQueued when old does not show it waiting.
+func LeaveWaiter(old, next *coordinationv1.Lease, identity string, t Ticket) error {
+	if !Waits(old, identity, t) {
+		return ErrNotQueued
+	}
+	next.Spec.HolderIdentity = nil
+	Stamp(old, next)
+	return nil
 }
 
 // Waiters returns the waiters of a lock's waiter Leases that still wait, in ticket order: those

@@ -82,13 +82,8 @@ func (l *Locker) beat(ctx context.Context, a *acquisition) error {
 	if ref != nil {
 		_, err := l.writeWaiter(ctx, ref, func(old, next *coordinationv1.Lease) bool {
 			// Judged on each copy: a retry after a conflict may find it dropped.
-			if found = old != nil && l.waits(old, a.ticket); !found {
-				return false
-			}
-			rt := metav1.NewMicroTime(l.clock.Now())
-			next.Spec.RenewTime = &rt
-			lease.Stamp(old, next)
-			return true
+			found = lease.BeatWaiter(old, next, l.identity, a.ticket, l.clock.Now()) == nil
+			return found
 		})
 		if err != nil {
 			return fmt.Errorf("lock %s: showing the waiter alive: %w", l.key(), err)
@@ -105,12 +100,6 @@ func (l *Locker) beat(ctx context.Context, a *acquisition) error {
 	return nil
 }
 
-// waits reports whether waiter Lease w shows this identity waiting with ticket t.
-func (l *Locker) waits(w *coordinationv1.Lease, t lease.Ticket) bool {
-	got, err := lease.WaiterTicket(w)
-	return err == nil && got == t && w.Spec.HolderIdentity != nil && *w.Spec.HolderIdentity == l.identity
-}
-
 // leave takes a waiter that gave up out of the queue: it clears its waiter Lease's holder, then
 // writes the lock's Lease (lease.MarkLeft), so that no handover computed from a queue read before
 // the waiter left can land after it; a handover that landed first is released (and handed on).
@@ -124,12 +113,7 @@ func (l *Locker) leave(ctx context.Context, a *acquisition) {
 	defer cancel()
 	if ref := lease.LockOf(a.last); ref != nil {
 		_, _ = l.writeWaiter(ctx, ref, func(old, next *coordinationv1.Lease) bool {
-			if old == nil || !l.waits(old, t) {
-				return false
-			}
-			next.Spec.HolderIdentity = nil
-			lease.Stamp(old, next)
-			return true
+			return lease.LeaveWaiter(old, next, l.identity, t) == nil
 		})
 	}
 	for ctx.Err() == nil {
