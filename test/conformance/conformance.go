@@ -160,7 +160,11 @@ func (c Case) WritesWaiter() bool {
 // ticketKeys are the lock Lease annotations whose value is a ticket.
 var ticketKeys = []string{"fencedlock.io/ticket", "fencedlock.io/reserved", "fencedlock.io/left"}
 
-var queueTicket = regexp.MustCompile(`"ticket":\s*(\d+)`)
+var (
+	queueTicket = regexp.MustCompile(`"ticket":\s*(\d+)`)
+	// textTicket is a ticket in a refusal's text: "ticket 4", "fencedlock.io/ticket (3)", "(above 5)".
+	textTicket = regexp.MustCompile(`(ticket |fencedlock\.io/ticket \(|\(above )(\d+)`)
+)
 
 // Tickets returns every ticket the case names, in order (0, no ticket, aside): the waiter Leases'
 // and the queue's, and those of the annotations, permits and arguments before and after.
@@ -240,6 +244,17 @@ func (c Case) MapTickets(m func(uint64) uint64) Case {
 	}
 	c.Waiters = ws
 	c.Write, c.Expect.Admitted = outcome(c.Write), outcome(c.Expect.Admitted)
+	if r := c.Expect.Refused; r != nil {
+		text := func(v string) string {
+			return textTicket.ReplaceAllStringFunc(v, func(s string) string {
+				m := textTicket.FindStringSubmatch(s)
+				return m[1] + ms(m[2])
+			})
+		}
+		x := *r
+		x.Message, x.Policy = text(r.Message), text(r.Policy)
+		c.Expect.Refused = &x
+	}
 	return c
 }
 

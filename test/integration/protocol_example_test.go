@@ -32,7 +32,6 @@ import (
 	"github.com/onsi/gomega/gexec"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
@@ -338,7 +337,9 @@ var _ = Describe("The conformance table through the worked example's functions",
 		}
 		It(c.Name, func() {
 			name := names[c.Name]
-			lk, queue := installConformance(ns, name, c)
+			c := installTickets(ns, name, c)
+			waiterBefore := waiterOf(ns, name, c.Actor)
+			lk := installConformance(ns, name, c)
 			tok := lk.Annotations[locksv1alpha1.TokenAnnotation]
 			if st, err := lease.Read(lk); err == nil && st.Semaphore {
 				if p, ok := st.HolderOf(c.Actor); ok {
@@ -365,8 +366,7 @@ var _ = Describe("The conformance table through the worked example's functions",
 					} else {
 						Expect(code).To(BeZero(), "leave without an entry goes on to write fencedlock.io/left: %s", out)
 					}
-					ok, diff := sameQueue(kit.GetLease(ns, queue.Name).Annotations[locksv1alpha1.QueueAnnotation], ptr.Deref(c.Queue, ""))
-					Expect(ok).To(BeTrue(), "the queue is unchanged: %s", diff)
+					Expect(waiterOf(ns, name, c.Actor)).To(Equal(waiterBefore), "the waiter Lease is unchanged")
 					return
 				case "ServedWhileLeaving":
 					Expect(code).To(BeZero(), out)
@@ -380,10 +380,10 @@ var _ = Describe("The conformance table through the worked example's functions",
 			}
 			Expect(code).To(BeZero(), out)
 			w := c.Expect.Admitted
-			if caseWritesQueue(c) {
-				expectConformanceQueue(ns, queue.Name, w)
+			if c.WritesWaiter() {
+				expectConformanceWaiter(ns, name, c, waiterBefore, *w.Waiter)
 				if c.Transition == "join" {
-					Expect(out).To(ContainSubstring(fmt.Sprintf("ticket %d", w.Ticket)))
+					Expect(out).To(ContainSubstring("ticket " + waiterOf(ns, name, c.Actor).ResourceVersion))
 					Expect(kit.LeaseState(ns, name).Waiting).To(BeTrue(), "join marks the lock waited for")
 				}
 				return
