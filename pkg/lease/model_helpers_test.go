@@ -114,7 +114,10 @@ type mcConfig struct {
 	crashes, pauses, lost, giveUps int
 	lostJoin                       bool // lost responses may hit joins too (not only grants and releases)
 	podDeletes                     int
-	mutation                       mcMutation
+	// podRequeues: how often the pod may lose an earlier lock (a pod asking for several) while it
+	// holds this one: the manager releases its grant, and it asks again.
+	podRequeues int
+	mutation    mcMutation
 	// permits is the lock's spec.permits at the start (0 means 1); retarget, when not zero, is a
 	// value the user may set spec.permits to once, at any point (the manager then writes it with
 	// lease.SetPermits).
@@ -134,11 +137,12 @@ type mcVer struct {
 	ptoks        []uint64 // lock Lease: the held permits' tokens, in permit order
 	holder       string   // waiter Lease: spec.holderIdentity
 	ticket       Ticket   // waiter Lease: WaiterTicket, 0 if it does not parse
-	// revs are every revision the version carries (its resourceVersion first; tokens, tickets,
-	// a queue's "after"), ranked in the state's key; shape is everything else the model can
-	// observe, interned.
-	revs  []uint64
-	shape uint32
+	// lrevs and trevs are the revisions the version carries, ranked in the state's key: the lock
+	// Lease's (its resourceVersions, tokens) and the queue's (the queue and waiter Leases'
+	// resourceVersions, tickets, a queue's "after"); shape is everything else the model can observe,
+	// interned.
+	lrevs, trevs []uint64
+	shape        uint32
 }
 
 func mcRV(l *coordinationv1.Lease) (uint64, error) {
@@ -177,10 +181,11 @@ func (m *mcModel) lockVer(l *coordinationv1.Lease) (*mcVer, error) {
 		b.WriteString("|" + k + "=" + l.Annotations[k])
 	}
 	ptoks := make([]uint64, len(st.Permits))
-	revs := []uint64{rv, uint64(st.Token), uint64(st.RevokedToken), uint64(st.Served), uint64(st.Reserved), uint64(left)}
+	lrevs := []uint64{rv, uint64(st.Token), uint64(st.RevokedToken)}
+	trevs := []uint64{uint64(st.Served), uint64(st.Reserved), uint64(left)}
 	for i, p := range st.Permits {
 		ptoks[i] = uint64(p.Token)
-		revs = append(revs, uint64(p.Token), uint64(p.Ticket))
+		lrevs, trevs = append(lrevs, uint64(p.Token)), append(trevs, uint64(p.Ticket))
 		if st.Semaphore {
 			fmt.Fprintf(&b, "|permit-%d=%s", p.Number, p.Holder)
 		}
@@ -189,7 +194,7 @@ func (m *mcModel) lockVer(l *coordinationv1.Lease) (*mcVer, error) {
 	// decision of the model reads them (liveness is abstracted), so states that differ only there
 	// behave alike.
 	return &mcVer{l: l, rv: rv, st: st, tok: uint64(st.Token), revoked: uint64(st.RevokedToken), ptoks: ptoks,
-		revs: revs, shape: m.intern(b.String())}, nil
+		lrevs: lrevs, trevs: trevs, shape: m.intern(b.String())}, nil
 }
 
 func (m *mcModel) queueVer(l *coordinationv1.Lease) (*mcVer, error) {
@@ -212,7 +217,7 @@ func (m *mcModel) queueVer(l *coordinationv1.Lease) (*mcVer, error) {
 		b.WriteString("malformed:" + string(mf.Raw) + "|")
 	}
 	b.WriteString(q.Unreadable + "|" + l.Annotations[locksv1alpha1.QueueUnreadableAnnotation])
-	return &mcVer{l: l, rv: rv, q: q, revs: revs, shape: m.intern(b.String())}, nil
+	return &mcVer{l: l, rv: rv, q: q, trevs: revs, shape: m.intern(b.String())}, nil
 }
 
 // waiterVer is a version of a waiter Lease. Not encoded: renewTime (a beat: liveness is
@@ -234,7 +239,7 @@ func (m *mcModel) waiterVer(l *coordinationv1.Lease) (*mcVer, error) {
 	} else {
 		shape += "|malformed ticket " + ta // a hostile seed's, not a revision
 	}
-	v.revs = []uint64{rv, uint64(v.ticket)}
+	v.trevs = []uint64{rv, uint64(v.ticket)}
 	v.shape = m.intern(shape)
 	return v, nil
 }
@@ -325,9 +330,9 @@ type mcClient struct {
 	paused        bool
 	stale         bool   // resumed, and has shown no sign of life since (judgeable dead)
 	lock          *mcVer // lock Lease copy: g.lease, or the copy a decision or write is computed from
-	q             *mcVer // release: the queue Lease copy read
+	q             *mcVer // release: the queue Lease copy read, until the list
 	rq            *Queue // release: the queue read (queue Lease and waiter Leases merged), nil if not read
-	rqW           uint64 // release: the list basis of the waiter Leases rq was merged from
+	rqQ, rqW      uint64 // release: the revisions rq stands for (queue Lease, list of waiter Leases)
 	w             *mcVer // its waiter Lease as it last wrote it (Locker.mine), nil before its first write
 	wo            *mcVer // the waiter Lease copy the pending write is computed from (nil: a create)
 	tok           uint64 // belief: the token of the grant this client holds, 0 if none
@@ -351,7 +356,7 @@ const (
 	planKeep mcPlan = iota
 	planSettle
 	planRevoke  // lease.Revoke, revoked=true: a paused, crashed or silent holder
-	planRelease // lease.Revoke, revoked=false: a pod holder whose pod is gone
+	planRelease // lease.Revoke, revoked=false: a pod holder whose pod is gone (or lost an earlier lock)
 	planPermits // lease.SetPermits: spec.permits changed
 )
 
@@ -386,6 +391,7 @@ type mcDrop struct {
 
 type mcPodState struct {
 	granted, deleted bool
+	lost             bool   // it lost an earlier lock: its grant here is to be released
 	owed             Ticket // ghost, as mcClient.owed
 }
 
@@ -409,7 +415,7 @@ type mcState struct {
 	left    []mcEntry // entries whose owner completed the leave protocol
 	dropped []mcDrop  // entries the manager dropped as dead or gone
 	// budgets left
-	crashes, pauses, lost, giveUps, podDeletes, edits int8
+	crashes, pauses, lost, giveUps, podDeletes, podRequeues, edits int8
 
 	id       int32  // not part of the state: its index in the explorer
 	lostUsed bool   // not part of the state: the step applied a write and lost its response
@@ -462,6 +468,7 @@ const (
 	evRaisedWithWaiters
 	evBackToLock
 	evHoldsUnknowing
+	evPodRequeued
 	evCount
 )
 
@@ -469,13 +476,13 @@ var mcEventNames = [evCount]string{"newcomer grant", "handover by release", "han
 	"release kept the lock for the pod", "pod granted", "gone pod's grant released", "revoked",
 	"revoked with handover", "revoked a grant its holder did not know of", "settle served the queue",
 	"settle set the waiting mark", "settle cleared the waiting mark", "waiter saw it was served",
-	"waiter saw it was skipped", "waiter marked again", "beat found the entry gone", "dropped a dead waiter",
+	"waiter saw it was skipped", "waiter marked again", "beat found its waiter Lease dropped", "dropped a dead waiter",
 	"dropped a gone pod", "dropped a malformed entry", "leave completed", "served while leaving, released",
-	"lost grant response recognised", "lost join response (orphan entry)", "lost release response",
+	"lost grant response recognised", "lost join response (orphan waiter Lease)", "lost release response",
 	"grant found lost", "two permits held", "queue served onto a permit beside a holder",
 	"permits lowered below the permits held", "release left no room (permits lowered)",
 	"permits raised with waiters queued", "semaphore back to the lock format",
-	"beat found the entry gone after it was served"}
+	"beat found the entry gone after it was served", "pod asked again after its grant was released"}
 
 func (m *mcModel) hit(s *mcState, e mcEvent) { s.ev |= 1 << e }
 
@@ -490,8 +497,8 @@ type mcModel struct {
 	seedA   maphash.Seed
 	seedB   maphash.Seed
 	buf     []byte
-	rk      []uint64 // the state's revisions, ranked (key)
-	collect bool     // key: collecting revisions into rk, not encoding
+	rk      [2][]uint64 // the state's revisions of each domain, ranked (key)
+	collect bool        // key: collecting revisions into rk, not encoding
 }
 
 func newModel(cfg mcConfig) *mcModel {
@@ -596,7 +603,7 @@ func (m *mcModel) initial() (*mcState, error) {
 		s.cl[i] = mcClient{pc: pcAcqRead, cyclesLeft: int8(c.cycles - 1)}
 	}
 	s.crashes, s.pauses, s.lost = int8(m.cfg.crashes), int8(m.cfg.pauses), int8(m.cfg.lost)
-	s.giveUps, s.podDeletes = int8(m.cfg.giveUps), int8(m.cfg.podDeletes)
+	s.giveUps, s.podDeletes, s.podRequeues = int8(m.cfg.giveUps), int8(m.cfg.podDeletes), int8(m.cfg.podRequeues)
 	if m.cfg.retarget != 0 {
 		s.edits = 1
 	}
@@ -794,6 +801,10 @@ func (m *mcModel) afterLockWrite(s *mcState, old, nw *mcVer, meta mcMeta) {
 	for _, p := range os.Permits {
 		if _, ok := ns.Permit(p.Holder, p.Token); !ok {
 			s.ended = append(slices.Clip(s.ended), uint64(p.Token)) // that grant ended
+			if p.Holder == mcPod && !s.pod.deleted { // released as it lost an earlier lock: it asks again
+				s.pod.granted, s.pod.lost, s.pod.owed = false, false, 0
+				m.hit(s, evPodRequeued)
+			}
 		}
 	}
 	var granted []Permit
@@ -1060,7 +1071,7 @@ func (m *mcModel) normalize(s *mcState) {
 			continue
 		}
 		m.say(s, " [%s's pending %s conflicts]", m.ids[i], mcPCNames[c.pc])
-		c.pc, c.q, c.rq, c.rqW, c.wo = next, nil, nil, 0, nil
+		c.pc, c.q, c.rq, c.rqQ, c.rqW, c.wo = next, nil, nil, 0, 0, nil
 	}
 	mg := &s.mgr
 	for mg.pc == mDrop && mg.ws[m.deadSlot(mg.dead[0])].rv != s.wl[m.deadSlot(mg.dead[0])].rv {
@@ -1282,7 +1293,7 @@ func (m *mcModel) step(s *mcState, i int, lost bool) {
 		}
 
 	case pcHold: // decides to release, and makes the first call of it
-		c.q, c.rq, c.rqW = nil, nil, 0
+		c.q, c.rq, c.rqQ, c.rqW = nil, nil, 0, 0
 		m.decideRelease(s, i)
 		if c.pc == pcRelReadQ || c.pc == pcRelCAS {
 			m.step(s, i, lost)
@@ -1325,7 +1336,7 @@ func (m *mcModel) step(s *mcState, i int, lost bool) {
 	case pcRelListW:
 		q := mcMerge(c.q, s.wl, c.lock.st.Served)
 		m.say(s, "%s lists the waiter Leases: the queue is %s", id, m.queueEntries(q))
-		c.rq, c.rqW = &q, mcListBasis(s.wl)
+		c.q, c.rq, c.rqQ, c.rqW = nil, &q, c.q.rv, mcListBasis(s.wl)
 		m.decideRelease(s, i)
 
 	case pcRelCAS:
@@ -1334,7 +1345,7 @@ func (m *mcModel) step(s *mcState, i int, lost bool) {
 		meta := mcMeta{}
 		if c.rq != nil {
 			qq := cloneQueue(*c.rq)
-			q, meta = &qq, mcMeta{basisQ: c.q.rv, basisW: c.rqW, q: &qq}
+			q, meta = &qq, mcMeta{basisQ: c.rqQ, basisW: c.rqW, q: &qq}
 		}
 		var h Handover
 		out, err := m.casLock(s, c.lock, lost, meta, func(next *coordinationv1.Lease) error {
@@ -1353,16 +1364,16 @@ func (m *mcModel) step(s *mcState, i int, lost bool) {
 		case out != nil: // Release returns an error: the caller calls it again (Grant.update)
 			m.hit(s, evLostRelease)
 			m.say(s, "%s writes Release%s%s", id, m.handoverString(h), ctx)
-			c.pc, c.q, c.rq, c.rqW = pcRelRead, nil, nil, 0
+			c.pc, c.q, c.rq, c.rqQ, c.rqW = pcRelRead, nil, nil, 0, 0
 		case apierrors.IsConflict(err):
 			m.say(s, "%s writes Release: conflict", id)
-			c.pc, c.q, c.rq, c.rqW = pcRelRead, nil, nil, 0
+			c.pc, c.q, c.rq, c.rqQ, c.rqW = pcRelRead, nil, nil, 0, 0
 		default:
 			m.fail(s, "unexpected error from %s's Release: %v", id, err)
 		}
 
 	case pcRelRead:
-		c.lock, c.q, c.rq, c.rqW = s.lock, nil, nil, 0
+		c.lock, c.q, c.rq, c.rqQ, c.rqW = s.lock, nil, nil, 0, 0
 		m.say(s, "%s re-reads the lock Lease to release: %s", id, m.stateString(c.lock.st))
 		m.decideRelease(s, i)
 
@@ -1403,7 +1414,7 @@ func (m *mcModel) step(s *mcState, i int, lost bool) {
 			m.say(s, "it was served while leaving; releases that grant. ")
 			m.hit(s, evServedWhileLeaving)
 			p, _ := c.lock.st.HolderOf(id)
-			c.tok, c.q, c.rq, c.rqW = uint64(p.Token), nil, nil, 0
+			c.tok, c.q, c.rq, c.rqQ, c.rqW = uint64(p.Token), nil, nil, 0, 0
 			m.decideRelease(s, i)
 		case err != nil:
 			m.fail(s, "unexpected error from %s's MarkLeft: %v", id, err)
@@ -1630,7 +1641,7 @@ func (m *mcModel) managerSteps(s *mcState, emit mcEmit) {
 		mg.lock, mg.pc = ns.lock, mListW
 		m.say(ns, "manager reads the lock Lease: %s", m.stateString(mg.lock.st))
 	case mListW:
-		mg.ws, mg.pc = ns.wl, mReadQ
+		mg.ws, mg.basisW, mg.pc = ns.wl, mcListBasis(ns.wl), mReadQ
 		m.say(ns, "manager lists the waiter Leases")
 	case mReadQ:
 		m.managerJudge(ns)
@@ -1698,7 +1709,7 @@ func (m *mcModel) managerSteps(s *mcState, emit mcEmit) {
 			}
 			return err
 		})
-		what := map[mcPlan]string{planRevoke: "Revoke " + mg.victim, planRelease: "Revoke (released: pod gone)",
+		what := map[mcPlan]string{planRevoke: "Revoke " + mg.victim, planRelease: "Revoke (released: pod gone or lost another lock)",
 			planSettle: "Settle", planPermits: fmt.Sprintf("SetPermits(%d)", mg.spec)}[mg.plan]
 		switch {
 		case out != nil:
@@ -1771,7 +1782,7 @@ func (m *mcModel) managerJudge(s *mcState) {
 	st := mg.lock.st
 	read := mcMerge(mg.q, mg.ws, st.Served)
 	mg.read = &read
-	mg.basisQ, mg.basisW = mg.q.rv, mcListBasis(mg.ws)
+	mg.basisQ = mg.q.rv
 	// Abstract time: the manager judges at mcJudgeAt with window mcWindow. An entry it may judge
 	// dead has been seen with its current beat at mcT0, a full window ago; every other entry is
 	// new to it (seen now), so it is alive.
@@ -1847,7 +1858,7 @@ func (m *mcModel) managerPlan(s *mcState) {
 		switch {
 		case plan != planKeep:
 		case p.Holder == mcPod:
-			if s.pod.deleted {
+			if s.pod.deleted || s.pod.lost {
 				plan, mg.victim = planRelease, p.Holder
 			}
 		case m.revocable(s, p):
@@ -1897,6 +1908,13 @@ func (m *mcModel) podAsking(s *mcState) bool {
 }
 
 func (m *mcModel) podSteps(s *mcState, emit mcEmit) {
+	if _, held := s.lock.st.HolderOf(mcPod); held && !s.pod.deleted && !s.pod.lost && s.podRequeues > 0 {
+		ns := s.clone()
+		ns.podRequeues--
+		ns.pod.lost = true
+		m.say(ns, "the pod loses an earlier lock (it asks for several): this grant is to be released")
+		emit(ns, kindFailure)
+	}
 	if !m.cfg.pod || s.pod.deleted || s.podDeletes == 0 {
 		return
 	}
@@ -1913,11 +1931,18 @@ func (m *mcModel) podSteps(s *mcState, emit mcEmit) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Canonical encoding: revisions are replaced by their rank. Every decision depends only on the
-// equality and order of revisions (resourceVersions, tokens, tickets: all etcd revisions), never on
-// their values, and every new one is above all; so two states that differ only there behave
-// alike. Without this the state space would not even be finite (a waiter and the manager can set
-// and clear the waiting mark forever).
+// Canonical encoding: revisions are replaced by their ranks. Every decision depends only on the
+// equality and order of revisions, never on their values, and every new revision is above all
+// before; so two states that differ only there behave alike. Revisions fall in two domains that
+// are never compared with each other: the lock Lease's (its resourceVersions, tokens) and the
+// queue's (the queue and waiter Leases' resourceVersions, tickets: the served, reserved and left
+// ones too), each ranked on its own. Without this the state space would not even be finite (a
+// waiter and the manager can set and clear the waiting mark forever).
+
+const (
+	domLock  = 0 // the lock Lease's revisions: its resourceVersions and tokens
+	domQueue = 1 // the queue's: queue and waiter Lease resourceVersions, tickets
+)
 
 // copyLive reports whether a later step may read the client's lock copy: not a waiter's, which
 // reads the lock Lease afresh next (or beats, then attempts again from a fresh read).
@@ -1928,10 +1953,12 @@ func (m *mcModel) copyLive(c *mcClient) bool {
 // key encodes s canonically: encode runs twice, collecting the revisions, then writing them as
 // ranks.
 func (m *mcModel) key(s *mcState) [2]uint64 {
-	m.rk, m.collect = m.rk[:0], true
+	m.rk[0], m.rk[1], m.collect = m.rk[0][:0], m.rk[1][:0], true
 	m.encode(s)
-	slices.Sort(m.rk)
-	m.rk = slices.Compact(m.rk)
+	for d := range m.rk {
+		slices.Sort(m.rk[d])
+		m.rk[d] = slices.Compact(m.rk[d])
+	}
 	m.buf, m.collect = m.buf[:0], false
 	m.encode(s)
 	return [2]uint64{maphash.Bytes(m.seedA, m.buf), maphash.Bytes(m.seedB, m.buf)}
@@ -1945,16 +1972,16 @@ func (m *mcModel) put(vs ...uint64) {
 	}
 }
 
-// rev puts revisions, as their ranks (0 stays 0).
-func (m *mcModel) rev(vs ...uint64) {
+// rev puts revisions of domain d, as their ranks (0 stays 0).
+func (m *mcModel) rev(d int, vs ...uint64) {
 	for _, v := range vs {
 		switch {
 		case v == 0:
 			m.put(0)
 		case m.collect:
-			m.rk = append(m.rk, v)
+			m.rk[d] = append(m.rk[d], v)
 		default:
-			i, _ := slices.BinarySearch(m.rk, v)
+			i, _ := slices.BinarySearch(m.rk[d], v)
 			m.put(uint64(i + 1))
 		}
 	}
@@ -1965,8 +1992,27 @@ func (m *mcModel) ver(v *mcVer) {
 		m.put(0)
 		return
 	}
-	m.put(uint64(v.shape), uint64(len(v.revs)))
-	m.rev(v.revs...)
+	m.put(uint64(v.shape), uint64(len(v.lrevs)), uint64(len(v.trevs)))
+	m.rev(domLock, v.lrevs...)
+	m.rev(domQueue, v.trevs...)
+}
+
+// copyOf puts a waiter Lease copy v whose slot holds cur now: whether it is cur (a write from it
+// can land) or stale (a write from it conflicts); its content only under mcLastWriteWins, where
+// a stale copy's write lands. (A client's copy with a ticket always shows it waiting with that
+// ticket: its last write was that join, or a beat after it.)
+func (m *mcModel) copyOf(v, cur *mcVer) {
+	switch {
+	case v == nil:
+		m.put(0)
+	case cur != nil && v.rv == cur.rv:
+		m.put(1)
+	case m.cfg.mutation == mcLastWriteWins:
+		m.put(2)
+		m.ver(v)
+	default:
+		m.put(3)
+	}
 }
 
 // queue puts a queue assembled or judged (not stored): its entries' holders and tickets (not
@@ -1979,7 +2025,7 @@ func (m *mcModel) queue(q *Queue) {
 	m.put(uint64(len(q.Waiters)+1), uint64(len(q.Added)), uint64(len(q.Malformed)))
 	for _, w := range q.Waiters {
 		m.put(uint64(m.intern(w.Holder)))
-		m.rev(uint64(w.Ticket))
+		m.rev(domQueue, uint64(w.Ticket))
 	}
 	for _, w := range q.Added {
 		m.put(uint64(m.intern(w.Holder)))
@@ -2011,7 +2057,8 @@ func (m *mcModel) encode(s *mcState) {
 		joining := c.pc == pcJoinRead || c.pc == pcJoinWrite
 		m.put(uint64(c.pc), uint64(c.cyclesLeft), uint64(c.renewsLeft),
 			b2i(c.leaving, joining && c.markAfterJoin, c.crashed, c.paused, c.stale, c.ticket != 0 && c.owed == c.ticket))
-		m.rev(uint64(c.ticket), uint64(c.leaveT), c.tok, c.unsure, c.rqW)
+		m.rev(domQueue, uint64(c.ticket), uint64(c.leaveT), c.rqQ, c.rqW)
+		m.rev(domLock, c.tok, c.unsure)
 		if m.copyLive(c) {
 			m.ver(c.lock)
 		} else {
@@ -2019,20 +2066,32 @@ func (m *mcModel) encode(s *mcState) {
 		}
 		m.ver(c.q)
 		m.queue(c.rq)
-		m.ver(c.w)
-		m.ver(c.wo)
+		m.copyOf(c.w, s.wl[i])
+		m.copyOf(c.wo, s.wl[i])
 	}
 	mg := &s.mgr
 	m.put(uint64(mg.pc), uint64(mg.plan), uint64(m.intern(mg.victim)), uint64(mg.spec), b2i(mg.added),
 		uint64(len(mg.dead)), uint64(len(mg.gone)))
-	m.rev(mg.basisQ, mg.basisW)
+	m.rev(domQueue, mg.basisQ, mg.basisW)
 	for _, e := range slices.Concat(mg.dead, mg.gone) {
 		m.put(uint64(m.intern(e.holder)))
-		m.rev(uint64(e.t))
+		m.rev(domQueue, uint64(e.t))
 	}
 	m.ver(mg.lock)
-	for _, w := range mg.ws {
-		m.ver(w)
+	switch mg.pc {
+	case mReadQ: // the list: the entries that wait, and whether each is still current
+		for j, w := range mg.ws {
+			m.copyOf(w, s.wl[j])
+			if w != nil {
+				m.put(uint64(m.intern(w.holder)))
+				m.rev(domQueue, uint64(w.ticket))
+			}
+		}
+	case mDrop: // the copies the drops write from: current or not
+		for _, e := range mg.dead {
+			j := m.deadSlot(e)
+			m.copyOf(mg.ws[j], s.wl[j])
+		}
 	}
 	m.ver(mg.q)
 	if m.cfg.mutation == mcRawHead {
@@ -2044,22 +2103,24 @@ func (m *mcModel) encode(s *mcState) {
 	if m.podAsking(s) {
 		podOwed = uint64(s.pod.owed)
 	}
-	m.put(b2i(s.pod.granted, s.pod.deleted))
-	m.rev(podOwed, s.maxIssued)
+	m.put(b2i(s.pod.granted, s.pod.deleted, s.pod.lost))
+	m.rev(domQueue, podOwed)
+	m.rev(domLock, s.maxIssued)
 	m.put(uint64(len(s.ended)))
-	m.rev(s.ended...)
+	m.rev(domLock, s.ended...)
 	m.put(uint64(s.spec), uint64(s.bound), uint64(s.edits))
 	m.put(uint64(len(s.left)))
 	for _, e := range s.left {
 		m.put(uint64(m.intern(e.holder)))
-		m.rev(uint64(e.t))
+		m.rev(domQueue, uint64(e.t))
 	}
 	m.put(uint64(len(s.dropped)))
 	for _, d := range s.dropped {
 		m.put(uint64(m.intern(d.holder)))
-		m.rev(uint64(d.t), d.rev)
+		m.rev(domQueue, uint64(d.t), d.rev)
 	}
-	m.put(uint64(s.crashes), uint64(s.pauses), uint64(s.lost), uint64(s.giveUps), uint64(s.podDeletes))
+	m.put(uint64(s.crashes), uint64(s.pauses), uint64(s.lost), uint64(s.giveUps), uint64(s.podDeletes),
+		uint64(s.podRequeues))
 }
 
 // ---------------------------------------------------------------------------------------------

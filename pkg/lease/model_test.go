@@ -122,7 +122,7 @@ func mcConfigs(short bool) []mcConfig {
 			{name: "two clients, crash and pause", clients: ab, crashes: 1, pauses: 1},
 			{name: "two clients, lost responses and give-up", clients: ab, lost: 1, lostJoin: true, giveUps: 1},
 			{name: "two cycles with renewal, crash", clients: a2b, crashes: 1},
-			{name: "pod, pause", clients: ab, pod: true, podDeletes: 1, pauses: 1},
+			{name: "pod, pause", clients: ab, pod: true, podDeletes: 1, podRequeues: 1, pauses: 1},
 			{name: "malformed entry, pause and give-up", clients: ab, seed: mcSeedMalformed, pauses: 1, giveUps: 1},
 			{name: "dead head, pod, crash", clients: ab, seed: mcSeedDeadHead, pod: true, podDeletes: 1, crashes: 1},
 			{name: "semaphore of 2, three clients", clients: abc, permits: 2},
@@ -140,7 +140,7 @@ func mcConfigs(short bool) []mcConfig {
 		{name: "two cycles with renewal, crash", clients: a2bc, crashes: 1},
 		{name: "two cycles with renewal, lost responses and give-up", clients: a2b, lost: 1, lostJoin: true,
 			giveUps: 1},
-		{name: "three clients and the pod", clients: abc, pod: true, podDeletes: 1},
+		{name: "three clients and the pod", clients: abc, pod: true, podDeletes: 1, podRequeues: 1},
 		{name: "pod, crash and pause", clients: ab, pod: true, podDeletes: 1, crashes: 1, pauses: 1},
 		{name: "malformed entry, three clients, give-up", clients: abc, seed: mcSeedMalformed, giveUps: 1},
 		{name: "malformed entry, pause and give-up", clients: ab, seed: mcSeedMalformed, pauses: 1, giveUps: 1},
@@ -226,6 +226,14 @@ func TestModelFindsMissingSettle(t *testing.T) {
 func TestModelFindsServeIgnoringFull(t *testing.T) {
 	mcExpectViolation(t, mcConfig{name: "serve ignores Full", clients: []mcClientCfg{{id: "a", cycles: 1},
 		{id: "b", cycles: 1}, {id: "c", cycles: 1}}, permits: 2, retarget: 1, mutation: mcServeIgnoresFull}, "P8")
+}
+
+// TestModelFindsNoOpQueueWrite: without WriteQueue's "after", the manager's write re-adding the
+// pod exactly as it was stored (ticket 0, after its grant was released) changes nothing: the API
+// server keeps the version, the pod keeps its served ticket, and it is never granted again.
+func TestModelFindsNoOpQueueWrite(t *testing.T) {
+	mcExpectViolation(t, mcConfig{name: "no after", clients: []mcClientCfg{{id: "a", cycles: 1}}, pod: true,
+		podDeletes: 1, podRequeues: 1, mutation: mcNoAfter}, "P7")
 }
 
 // TestModelFindsReusedToken: a semaphore grant that gives the new permit another permit's token.
