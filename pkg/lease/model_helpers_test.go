@@ -801,7 +801,7 @@ func (m *mcModel) afterLockWrite(s *mcState, old, nw *mcVer, meta mcMeta) {
 	for _, p := range os.Permits {
 		if _, ok := ns.Permit(p.Holder, p.Token); !ok {
 			s.ended = append(slices.Clip(s.ended), uint64(p.Token)) // that grant ended
-			if p.Holder == mcPod && !s.pod.deleted { // released as it lost an earlier lock: it asks again
+			if p.Holder == mcPod && !s.pod.deleted {                // released as it lost an earlier lock: it asks again
 				s.pod.granted, s.pod.lost, s.pod.owed = false, false, 0
 				m.hit(s, evPodRequeued)
 			}
