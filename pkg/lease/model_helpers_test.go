@@ -1116,9 +1116,8 @@ func (m *mcModel) clientSteps(s *mcState, i int, emit mcEmit) {
 		if nc.w.waits(id, nc.leaveT) { // leave(): decided on the copy it wrote last
 			nc.pc, nc.wo = pcLeaveWrite, nc.w
 			m.step(ns, i, false)
-		} else {
-			m.say(ns, "its waiter Lease shows it waiting no more; ")
-			m.afterLeave(ns, i)
+		} else { // the key keeps its copy as current or stale only: it relies on this
+			m.fail(ns, "model: %s's last write of its waiter Lease does not show it waiting with ticket %d", id, nc.leaveT)
 		}
 		emit(ns, kindFailure)
 	}
@@ -1151,8 +1150,8 @@ func (m *mcModel) runningSteps(s *mcState, i int, emit mcEmit) {
 		if nc := &ns.cl[i]; nc.w.waits(id, nc.ticket) { // decided on the copy it wrote last
 			nc.pc, nc.wo = pcBeatWrite, nc.w
 			m.step(ns, i, false)
-		} else {
-			m.beatGone(ns, i)
+		} else { // the key keeps its copy as current or stale only: it relies on this
+			m.fail(ns, "model: %s's last write of its waiter Lease does not show it waiting with ticket %d", id, nc.ticket)
 		}
 		emit(ns, kindStep)
 	}
