@@ -142,8 +142,10 @@ func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.
 	p = planQueue(in)
 	r.observer.setSeen(lk, p.Seen)
 	r.reportWaiterLeases(ctx, fl, malformed)
-	if err := r.dropDead(ctx, fl, waiters.Items, p.Dead); err != nil {
-		return p, false, err
+	if alive, err := r.dropDead(ctx, fl, waiters.Items, p.Dead); err != nil || alive {
+		// A waiter judged dead wrote meanwhile: the queue judged leaves out a live waiter, so
+		// nothing may be served from it; its write's event brings a fresh look.
+		return p, alive, err
 	}
 	idleDue, err := r.deleteIdle(ctx, fl, waiters.Items, st.Served, now)
 	p.Deadline = earliest(p.Deadline, idleDue) // never lost on an error path: set before returning it
@@ -173,10 +175,11 @@ func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.
 	return p, len(p.Queue.Added) > 0, nil
 }
 
-// dropDead takes each client judged dead out of the queue: its waiter Lease loses its holder (a
-// conflict means the waiter wrote meanwhile, alive after all: the next look judges it again).
+// dropDead takes each client judged dead out of the queue: its waiter Lease loses its holder. A
+// conflict means the waiter wrote meanwhile, alive after all: alive reports it, and the next look
+// judges it again.
 func (r *FencedLockReconciler) dropDead(ctx context.Context, fl *locksv1alpha1.FencedLock,
-	leases []coordinationv1.Lease, dead []lease.Waiter) error {
+	leases []coordinationv1.Lease, dead []lease.Waiter) (alive bool, err error) {
 	for _, w := range dead {
 		for i := range leases {
 			l := &leases[i]
@@ -189,11 +192,15 @@ func (r *FencedLockReconciler) dropDead(ctx context.Context, fl *locksv1alpha1.F
 				lease.Stamp(l, next)
 				return nil
 			})
-			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			if apierrors.IsConflict(err) {
+				alive = true
 				continue
 			}
+			if apierrors.IsNotFound(err) {
+				continue // deleted: it waits no more
+			}
 			if err != nil {
-				return fmt.Errorf("dropping dead waiter %s: %w", w.Holder, err)
+				return alive, fmt.Errorf("dropping dead waiter %s: %w", w.Holder, err)
 			}
 			window := lease.Window(time.Duration(fl.Spec.LeaseDurationSeconds) * time.Second)
 			logf.FromContext(ctx).Info("Dropped a dead waiter from the queue", "waiter", w.Holder, "ticket", w.Ticket.String(),
@@ -202,7 +209,7 @@ func (r *FencedLockReconciler) dropDead(ctx context.Context, fl *locksv1alpha1.F
 				"Dropped waiter %s (ticket %s) from the queue: its beat did not change for %s", w.Holder, w.Ticket, window)
 		}
 	}
-	return nil
+	return alive, nil
 }
 
 // reportWaiterLeases reports waiter Leases that do not follow the format, in a Warning Event each.

@@ -17,8 +17,6 @@ limitations under the License.
 package lease_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -310,7 +308,7 @@ func queueLease(c conformance.Case) *coordinationv1.Lease {
 func waiterLeases(c conformance.Case) []coordinationv1.Lease {
 	ref := &metav1.OwnerReference{APIVersion: locksv1alpha1.GroupVersion.String(), Kind: locksv1alpha1.Kind, Name: "lock", UID: "uid"}
 	earlier := metav1.NewMicroTime(conformanceNow.Add(-5 * time.Second))
-	var out []coordinationv1.Lease
+	out := make([]coordinationv1.Lease, 0, len(c.Waiters))
 	for _, w := range c.Waiters {
 		l := lease.NewWaiter("ns", locksv1alpha1.WaiterLeaseName(ref.UID, w.Identity), ref)
 		l.ResourceVersion = "119"
@@ -614,10 +612,4 @@ func checkRawWaiter(t *testing.T, c conformance.Case, l, ql *coordinationv1.Leas
 			t.Errorf("%s by %s makes the write the policy refuses", tr, c.Actor)
 		}
 	}
-}
-
-func equalJSON(a, b any) bool {
-	x, err1 := json.Marshal(a)
-	y, err2 := json.Marshal(b)
-	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }

@@ -299,8 +299,7 @@ const (
 	pcHold                   // holding: next, Renew, or the first call of its release
 	pcRenewCAS               // write Renew
 	pcRenewRead              // renew conflicted: re-read the lock Lease
-	pcRelReadQ               // release: Release asked for the queue: read the queue Lease
-	pcRelListW               // release: list the waiter Leases
+	pcRelReadQ               // release: Release asked for the queue: list the lock's Leases (queue and waiter Leases, one snapshot)
 	pcRelCAS                 // release: write Release
 	pcRelRead                // release conflicted or its response was lost: re-read the lock Lease
 	pcLeaveRead              // leave: its write conflicted: read its waiter Lease
@@ -311,7 +310,7 @@ const (
 
 var mcPCNames = [...]string{"finished", "acquire:read", "acquire:grant", "join:read", "join:write",
 	"markWaiting", "beat:read", "beat:write", "hold", "renew:write", "renew:read", "release:readQ",
-	"release:listW", "release:write", "release:read", "leave:read", "leave:write", "left:read", "left:write"}
+	"release:write", "release:read", "leave:read", "leave:write", "left:read", "left:write"}
 
 // mcWaiterLeases is the number of waiter Lease slots: one per client, and one for a seed's
 // (mcDead's, or the hostile one).
@@ -372,6 +371,7 @@ type mcManager struct {
 	dead    []mcEntry              // clients judged dead whose waiter Lease is still to clear
 	gone    []mcEntry              // pods the queue Lease write drops
 	added   bool                   // the queue Lease write adds the pod: the reconcile ends with it
+	alive   bool                   // a drop conflicted (the waiter wrote): the reconcile ends after the drops
 	// basisQ, basisW: the revisions the judged queue stands for: the queue Lease's and the list's,
 	// each raised to the manager's own write of it (its plan counts as computed from what it wrote).
 	basisQ, basisW uint64
@@ -419,7 +419,7 @@ type mcState struct {
 
 	id       int32  // not part of the state: its index in the explorer
 	lostUsed bool   // not part of the state: the step applied a write and lost its response
-	ev       uint32 // not part of the state: the events (mcEvent) of the step that made it
+	ev       uint64 // not part of the state: the events (mcEvent) of the step that made it
 	viol     string // not part of the state: a property the step that made this state broke
 	note     string // not part of the state: what the step did (traces only)
 }
@@ -471,6 +471,9 @@ const (
 	evPodRequeued
 	evCount
 )
+
+// s.ev holds one bit per event.
+var _ [64 - evCount]struct{}
 
 var mcEventNames = [evCount]string{"newcomer grant", "handover by release", "handover to a judgeable-dead waiter",
 	"release kept the lock for the pod", "pod granted", "gone pod's grant released", "revoked",
@@ -1061,7 +1064,7 @@ func (m *mcModel) normalize(s *mcState) {
 			next = pcBeatRead
 		case c.pc == pcRenewCAS && staleLock:
 			next = pcRenewRead
-		case (c.pc == pcRelCAS || c.pc == pcRelReadQ || c.pc == pcRelListW) && staleLock:
+		case (c.pc == pcRelCAS || c.pc == pcRelReadQ) && staleLock:
 			next = pcRelRead
 		case c.pc == pcLeaveWrite && staleW:
 			next = pcLeaveRead
@@ -1076,7 +1079,7 @@ func (m *mcModel) normalize(s *mcState) {
 	mg := &s.mgr
 	for mg.pc == mDrop && mg.ws[m.deadSlot(mg.dead[0])].rv != s.wl[m.deadSlot(mg.dead[0])].rv {
 		m.say(s, " [the manager's pending drop of %s conflicts]", mg.dead[0].holder)
-		mg.dead = mg.dead[1:]
+		mg.dead, mg.alive = mg.dead[1:], true
 		m.managerNext(s)
 	}
 	if mg.pc == mWriteQ && mg.q.rv != s.queue.rv || mg.pc == mWriteLock && mg.lock.rv != s.lock.rv {
@@ -1328,14 +1331,10 @@ func (m *mcModel) step(s *mcState, i int, lost bool) {
 			c.pc = pcRenewCAS
 		}
 
-	case pcRelReadQ:
-		m.say(s, "%s reads the queue Lease for its release: %s", id, m.queueString(s.queue))
-		c.q, c.pc = s.queue, pcRelListW
-
-	case pcRelListW:
-		q := mcMerge(c.q, s.wl, c.lock.st.Served)
-		m.say(s, "%s lists the waiter Leases: the queue is %s", id, m.queueEntries(q))
-		c.q, c.rq, c.rqQ, c.rqW = nil, &q, c.q.rv, mcListBasis(s.wl)
+	case pcRelReadQ: // one list by the lock's uid label: the queue Lease and the waiter Leases at one revision
+		q := mcMerge(s.queue, s.wl, c.lock.st.Served)
+		m.say(s, "%s lists the lock's Leases for its release: the queue is %s", id, m.queueEntries(q))
+		c.q, c.rq, c.rqQ, c.rqW = nil, &q, s.queue.rv, mcListBasis(s.wl)
 		m.decideRelease(s, i)
 
 	case pcRelCAS:
@@ -1660,6 +1659,7 @@ func (m *mcModel) managerSteps(s *mcState, emit mcEmit) {
 			mg.basisW = out.rv
 		case apierrors.IsConflict(err):
 			m.say(ns, "manager clears %s's waiter Lease: conflict (it wrote: judged again next time)", e.holder)
+			mg.alive = true
 		default:
 			m.fail(ns, "unexpected error from the manager's drop of %s: %v", e.holder, err)
 		}
@@ -1825,6 +1825,8 @@ func (m *mcModel) managerNext(s *mcState) {
 	switch {
 	case len(mg.dead) > 0:
 		mg.pc = mDrop
+	case mg.alive: // dropDead's conflict: nothing is served from a queue that left out a live waiter
+		m.managerIdle(s)
 	case mg.store != nil:
 		mg.pc, mg.ws = mWriteQ, [mcWaiterLeases]*mcVer{}
 	default:
@@ -2069,7 +2071,7 @@ func (m *mcModel) encode(s *mcState) {
 		m.copyOf(c.wo, s.wl[i])
 	}
 	mg := &s.mgr
-	m.put(uint64(mg.pc), uint64(mg.plan), uint64(m.intern(mg.victim)), uint64(mg.spec), b2i(mg.added),
+	m.put(uint64(mg.pc), uint64(mg.plan), uint64(m.intern(mg.victim)), uint64(mg.spec), b2i(mg.added), b2i(mg.alive),
 		uint64(len(mg.dead)), uint64(len(mg.gone)))
 	m.rev(domQueue, mg.basisQ, mg.basisW)
 	for _, e := range slices.Concat(mg.dead, mg.gone) {

@@ -35,15 +35,16 @@ package lease
 // Skipped -> queue again; Grant as a newcomer, or join: JoinWaiter on its waiter Lease from the
 // copy it wrote last, or read it first when it has none or its write conflicted, then
 // MarkWaiting on the lock copy the join decided from, and again whenever a queued waiter sees the
-// mark missing), hold (optional Renew), Release through Grant.update (ErrQueueNeeded -> read the
-// queue Lease, then list the waiter Leases, and merge them as readQueue does; conflict -> re-read),
+// mark missing), hold (optional Renew), Release through Grant.update (ErrQueueNeeded -> one list of the
+// lock's Leases, the queue Lease and the waiter Leases at one revision, merged as readQueue does;
+// conflict -> re-read),
 // and leave() when giving up (clear its waiter Lease's holder, then MarkLeft until it lands,
 // releasing a grant served meanwhile). A beat is one write of its waiter Lease (a new renewTime,
 // Stamp) from the copy it wrote last; one that finds the Lease no longer waiting (the manager
 // dropped it) leaves the waiter unqueued. The manager runs reconcile: read the lock Lease; list
 // the waiter Leases, read the queue Lease, merge them, Judge the queue, add the pod (planQueue);
-// clear the holder of each dead client's waiter Lease as listed (a conflict goes on to the next,
-// as dropDead); write the queue Lease if a pod was added or dropped or a malformed entry is there
+// clear the holder of each dead client's waiter Lease as listed (a conflict, the waiter alive
+// after all, goes on to the next and then ends the reconcile, as dropDead); write the queue Lease if a pod was added or dropped or a malformed entry is there
 // (a conflict, or a pod added, ends the reconcile: the write's event brings the next); then one
 // lock write of computePlan: Revoke (revoked) an expirable holder, Revoke (released) a gone
 // pod's grant or one whose pod lost an earlier lock, else Settle if it changes anything, always
@@ -124,13 +125,13 @@ package lease
 // release served the new entry onto the other permit. lease's serve now leaves a head that holds
 // a permit waiting until that permit ends (revoked unrenewed, or released).
 //
-// Found by the model on the waiter Lease format, open (TestModel reports them): (1) the manager
-// judges a paused waiter dead, the waiter resumes and beats, the manager's drop of its waiter
-// Lease conflicts, and the reconcile goes on to serve its judged queue, which lacks that live
-// waiter: the next one is served past it (P6; dropDead's conflict does not end the reconcile as
-// the old queue write's did). (2) A release reads the queue Lease, then lists the waiter Leases:
-// a pod added between the two reads, then a client joining after it, are read as the client
-// alone, which is served past the pod (P6; the two reads are not one snapshot).
+// Found by the model on the waiter Lease format, both fixed: (1) the manager judged a paused
+// waiter dead, the waiter resumed and beat, the manager's drop of its waiter Lease conflicted,
+// and the reconcile went on to serve its judged queue, which lacked that live waiter: the next
+// one was served past it (P6). A conflicting drop now ends the reconcile. (2) A release read the
+// queue Lease, then listed the waiter Leases: a pod added between the two reads, then a client
+// joining after it, were read as the client alone, which was served past the pod (P6). A release
+// now reads both in one list, at one revision.
 
 import (
 	"fmt"
@@ -154,7 +155,8 @@ func mcConfigs(short bool) []mcConfig {
 			{name: "two clients, crash and pause", clients: ab, crashes: 1, pauses: 1},
 			{name: "two clients, lost responses and give-up", clients: ab, lost: 1, lostJoin: true, giveUps: 1},
 			{name: "two cycles with renewal, crash", clients: a2b, crashes: 1},
-			{name: "pod, pause", clients: ab, pod: true, podDeletes: 1, podRequeues: 1, pauses: 1},
+			{name: "pod, pause", clients: ab, pod: true, podDeletes: 1, pauses: 1},
+			{name: "pod asking again", clients: ab, pod: true, podDeletes: 1, podRequeues: 1},
 			{name: "malformed entry, pause and give-up", clients: ab, seed: mcSeedMalformed, pauses: 1, giveUps: 1},
 			{name: "dead head, pod, crash", clients: ab, seed: mcSeedDeadHead, pod: true, podDeletes: 1, crashes: 1},
 			{name: "semaphore of 2, three clients", clients: abc, permits: 2},

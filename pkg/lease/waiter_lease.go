@@ -26,8 +26,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 )
@@ -48,7 +46,8 @@ func WaiterTicket(l *coordinationv1.Lease) (Ticket, error) {
 	}
 	t, err := strconv.ParseUint(v, 10, 64)
 	if err != nil || t == 0 || Ticket(t) > MaxTicket {
-		return 0, fmt.Errorf("waiter lease %s/%s: ticket %q is not an integer from 1 to %d", l.Namespace, l.Name, v, MaxTicket)
+		return 0, fmt.Errorf("waiter lease %s/%s: ticket %q is not an integer from 1 to %d",
+			l.Namespace, l.Name, v, MaxTicket)
 	}
 	return Ticket(t), nil
 }
@@ -178,12 +177,6 @@ func NewWaiter(namespace, name string, ref *metav1.OwnerReference) *coordination
 			locksv1alpha1.LockUIDLabel: string(ref.UID), locksv1alpha1.RoleLabel: locksv1alpha1.RoleWaiter},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID}},
 		ManagedFields:   ResetManagedFields()}}
-}
-
-// WaiterSelector selects the waiter Leases of the lock with UID uid.
-func WaiterSelector(uid types.UID) string {
-	return labels.SelectorFromSet(labels.Set{locksv1alpha1.LockUIDLabel: string(uid),
-		locksv1alpha1.RoleLabel: locksv1alpha1.RoleWaiter}).String()
 }
 
 // ParseTicket parses a resourceVersion as the ticket it stands for.

@@ -211,17 +211,15 @@ func (f *follower) queueAsOf(ctx context.Context, rv string, served lease.Ticket
 		f.mu.Lock()
 		pos, ended, moved := f.pos, f.ended, f.moved
 		if !ended && lease.Covers(pos, rv) {
-			q := lease.Queue{}
+			items := make([]*coordinationv1.Lease, 0, len(f.waiters)+1)
 			if f.ql != nil {
-				q = lease.ReadQueue(f.ql)
+				items = append(items, f.ql)
 			}
-			items := make([]coordinationv1.Lease, 0, len(f.waiters))
 			for _, w := range f.waiters {
-				items = append(items, *w)
+				items = append(items, w)
 			}
 			f.mu.Unlock()
-			waiting, _ := lease.Waiters(items, served)
-			q = q.Merge(waiting)
+			q, _ := lease.QueueFrom(items, served)
 			return &q, true
 		}
 		f.mu.Unlock()

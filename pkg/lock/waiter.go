@@ -213,11 +213,12 @@ func (l *Locker) markWaiting(ctx context.Context, cur *coordinationv1.Lease) err
 	return nil
 }
 
-// readQueue reads the queue of the lock whose Lease is cur: its queue Lease (the manager's pod
-// entries) and its waiter Leases, both as of cur or later (the write that follows is conditioned
-// on cur), from the API server's watch cache. A queue with nobody to serve is read again from
-// etcd: the cache can lag a join made a moment ago, and a release that serves nobody removes the
-// waiting mark, which frees the lock to anyone instead of that waiter.
+// readQueue reads the queue of the lock whose Lease is cur: one list of the lock's Leases (its
+// queue Lease, the manager's pods, and its waiter Leases, at one revision), as of cur or later
+// (the write that follows is conditioned on cur), from the API server's watch cache. A queue with
+// nobody to serve is listed again from etcd: the cache can lag a join made a moment ago, and a
+// release that serves nobody removes the waiting mark, which frees the lock to anyone instead of
+// that waiter.
 func (l *Locker) readQueue(ctx context.Context, cur *coordinationv1.Lease) (*lease.Queue, error) {
 	q := &lease.Queue{}
 	ref := lease.LockOf(cur)
@@ -226,42 +227,27 @@ func (l *Locker) readQueue(ctx context.Context, cur *coordinationv1.Lease) (*lea
 	}
 	st, _ := lease.Read(cur) // the transition that asked for the queue has vetted cur
 	for _, rv := range []string{cur.ResourceVersion, ""} {
-		doc := lease.Queue{}
-		ql, err := l.getAtLeast(ctx, locksv1alpha1.QueueLeaseName(ref.UID), rv)
-		switch {
-		case apierrors.IsNotFound(err): // no queue Lease: no pods queued
-		case err != nil:
-			return nil, fmt.Errorf("lock %s: reading the queue: %w", l.key(), err)
-		default:
-			doc = lease.ReadQueue(ql)
-		}
-		list, err := l.listAtLeast(ctx, lease.WaiterSelector(ref.UID), rv)
+		list, err := l.listAtLeast(ctx, lease.LockSelector(ref.UID), rv)
 		if err != nil {
-			return nil, fmt.Errorf("lock %s: reading the queue's waiters: %w", l.key(), err)
+			return nil, fmt.Errorf("lock %s: reading the queue: %w", l.key(), err)
 		}
-		waiting, _ := lease.Waiters(list.Items, st.Served) // a malformed one is the manager's to report
-		if *q = doc.Merge(waiting); len(q.Waiting(st.Served)) > 0 {
+		items := make([]*coordinationv1.Lease, 0, len(list.Items))
+		for i := range list.Items {
+			items = append(items, &list.Items[i])
+		}
+		// A malformed waiter Lease is the manager's to report.
+		if *q, _ = lease.QueueFrom(items, st.Served); len(q.Waiting(st.Served)) > 0 {
 			break
 		}
 	}
 	return q, nil
 }
 
-// getAtLeast reads the Lease name as of resourceVersion rv or later: every Lease write up to rv
-// is in what it returns (the API server's "not older than" read, served from its watch cache
-// without a round trip to etcd). The API server answers a read that its cache cannot serve within
-// 3 s with a ResourceVersionTooLarge timeout; that read is made again from etcd, which is
-// always as new. An empty rv reads from etcd.
-func (l *Locker) getAtLeast(ctx context.Context, name, rv string) (*coordinationv1.Lease, error) {
-	le, err := l.leases.Get(ctx, name, metav1.GetOptions{ResourceVersion: rv})
-	if rv != "" && apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
-		le, err = l.leases.Get(ctx, name, metav1.GetOptions{})
-	}
-	return le, err
-}
-
-// listAtLeast lists the Leases sel selects as of resourceVersion rv or later, as getAtLeast reads
-// one.
+// listAtLeast lists the Leases sel selects as of resourceVersion rv or later: every Lease write
+// up to rv is in what it returns (the API server's "not older than" list, served from its watch
+// cache without a round trip to etcd). The API server answers a list that its cache cannot serve
+// within 3 s with a ResourceVersionTooLarge timeout; that list is made again from etcd, which is
+// always as new. An empty rv lists from etcd.
 func (l *Locker) listAtLeast(ctx context.Context, sel, rv string) (*coordinationv1.LeaseList, error) {
 	opts := metav1.ListOptions{LabelSelector: sel}
 	if rv != "" {

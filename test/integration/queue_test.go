@@ -55,10 +55,14 @@ func waiterIDs(ns, name string) []string {
 func queueOf(ns, name string) lease.Queue {
 	ref := lease.LockOf(kit.GetLease(ns, name))
 	ExpectWithOffset(1, ref).NotTo(BeNil())
-	list, err := clientset.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: lease.WaiterSelector(ref.UID)})
+	list, err := clientset.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: lease.LockSelector(ref.UID)})
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
-	waiting, _ := lease.Waiters(list.Items, kit.LeaseState(ns, name).Served)
-	return lease.ReadQueue(kit.GetLease(ns, locksv1alpha1.QueueLeaseName(ref.UID))).Merge(waiting)
+	items := make([]*coordinationv1.Lease, 0, len(list.Items))
+	for i := range list.Items {
+		items = append(items, &list.Items[i])
+	}
+	q, _ := lease.QueueFrom(items, kit.LeaseState(ns, name).Served)
+	return q
 }
 
 // joinAs queues identity on lock name as a client that never beats: its waiter Lease.
@@ -276,6 +280,13 @@ var _ = Describe("One queue for every holder", func() {
 		Eventually(func() []string { return lockEventNotes(ns, "poison", locksv1alpha1.ReasonQueueRepaired) },
 			10*time.Second, 50*time.Millisecond).Should(ContainElement(ContainSubstring(`"holder":"pod/mallory/uid"`)))
 		Expect(queueOf(ns, "poison").Malformed).To(BeEmpty(), "the manager dropped it")
+
+		By("a client entry of the earlier format (clients now queue on waiter Leases): skipped, dropped with an event")
+		poison(`{"next":5,"waiters":[{"ticket":4,"holder":"old-client","since":"2026-01-01T00:00:00Z","beat":2}]}`)
+		Eventually(func() []string { return lockEventNotes(ns, "poison", locksv1alpha1.ReasonQueueRepaired) },
+			10*time.Second, 50*time.Millisecond).Should(ContainElement(ContainSubstring(`"holder":"old-client"`)))
+		Expect(queueOf(ns, "poison").Malformed).To(BeEmpty(), "the manager dropped it")
+		Expect(waiterIDs(ns, "poison")).To(Equal([]string{"a"}))
 
 		By("a queue annotation that is not a queue at all: a client still joins, the manager says it started afresh")
 		poison("{garbage")
