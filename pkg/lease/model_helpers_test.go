@@ -97,6 +97,9 @@ const (
 	// mcNoAfter: WriteQueue without its "after" field: a queue Lease write that re-adds an entry
 	// exactly as it was stored changes nothing, so the API server does not version it.
 	mcNoAfter
+	// mcDropGoesOn: a manager's drop of a dead waiter that conflicts (the waiter wrote: alive) does
+	// not end the reconcile, which serves a judged queue without that waiter.
+	mcDropGoesOn
 )
 
 type mcClientCfg struct {
@@ -1825,7 +1828,8 @@ func (m *mcModel) managerNext(s *mcState) {
 	switch {
 	case len(mg.dead) > 0:
 		mg.pc = mDrop
-	case mg.alive: // dropDead's conflict: nothing is served from a queue that left out a live waiter
+	case mg.alive && m.cfg.mutation != mcDropGoesOn:
+		// dropDead's conflict: nothing is served from a queue that left out a live waiter.
 		m.managerIdle(s)
 	case mg.store != nil:
 		mg.pc, mg.ws = mWriteQ, [mcWaiterLeases]*mcVer{}

@@ -270,6 +270,13 @@ func TestModelFindsNoOpQueueWrite(t *testing.T) {
 		podDeletes: 1, podRequeues: 1, mutation: mcNoAfter}, "P7")
 }
 
+// TestModelFindsDropGoingOn: a manager that goes on after its drop of a dead waiter conflicted
+// serves the judged queue, without the waiter that proved alive: the next is served past it.
+func TestModelFindsDropGoingOn(t *testing.T) {
+	mcExpectViolation(t, mcConfig{name: "drop goes on", clients: []mcClientCfg{{id: "a", cycles: 1},
+		{id: "b", cycles: 1}}, pod: true, podDeletes: 1, pauses: 1, mutation: mcDropGoesOn}, "P6")
+}
+
 // TestModelFindsReusedToken: a semaphore grant that gives the new permit another permit's token.
 func TestModelFindsReusedToken(t *testing.T) {
 	mcExpectViolation(t, mcConfig{name: "reused token", clients: []mcClientCfg{{id: "a", cycles: 1},
