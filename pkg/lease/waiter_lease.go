@@ -30,7 +30,7 @@ import (
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 )
 
-// A waiter Lease is one waiting identity of a lock (docs/proposals/waiter-leases.md, a draft):
+// A waiter Lease is one waiting identity of a lock (docs/protocol.md, the queue format):
 // its waiter is the only one that writes it, besides the manager, so joins do not conflict with
 // each other. Its ticket is the resourceVersion of its join (the write that created it or last
 // changed locksv1alpha1.JoinAnnotation): etcd's revisions order the joins of every waiter of a

@@ -32,7 +32,7 @@ import (
 	"github.com/fencedlock/fencedlock/pkg/lease"
 )
 
-// The queue protocol of a waiting Acquire (docs/proposals/waiter-leases.md): join the lock's queue
+// The queue protocol of a waiting Acquire (docs/protocol.md, the queue): join the lock's queue
 // once, by writing this identity's waiter Lease (which nobody else writes but the manager, so
 // joins do not conflict), mark the lock's Lease as waited for whenever it is not, and wait on the
 // lock Lease's watch until a release (or the manager) hands this waiter the lock. A queued waiter

@@ -34,7 +34,7 @@ import (
 	"github.com/fencedlock/fencedlock/test/util"
 )
 
-// The waiter Lease (docs/proposals/waiter-leases.md, a draft): a waiter's place in the queue is
+// The waiter Lease (docs/protocol.md, the queue format): a waiter's place in the queue is
 // the resourceVersion of its join, and the API server keeps every later write to that place.
 var _ = Describe("A waiter Lease", func() {
 	It("keeps the place its join was given, whoever writes it", func() {
