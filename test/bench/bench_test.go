@@ -718,7 +718,7 @@ func (b *bench) cycles() {
 			b.rep.headline("16 queued clients")
 		}
 		b.rep.add(fmt.Sprintf("API requests per grant, %d clients (queued)", n),
-			fmt.Sprintf("%.2f Lease writes (%.2f of them conflicts; the clients': %.2f on the queue Lease, %.2f on the lock's), "+
+			fmt.Sprintf("%.2f Lease writes (%.2f of them conflicts; the clients': %.2f on their waiter Leases, %.2f on the lock's), "+
 				"%.2f Lease reads, %.2f requests in all", r.writes, r.conflicts, r.queueConf, r.lockConf, r.reads, r.all),
 			fmt.Sprintf("%s of admission policies", ms(r.admission)), "<= 2.1 writes", &okW)
 		b.rep.add(fmt.Sprintf("where a grant's CPU goes, %d clients (queued), by process (the bench runs the clients)", n), r.cpu, "", "", nil)

@@ -31,7 +31,7 @@ import (
 )
 
 // conflictCounter wraps a Leases client and counts the updates refused as conflicts, apart for
-// lock Leases and queue Leases (the cycles rows show them per grant), and every
+// lock Leases and the queue's (waiter Leases; the cycles rows show them per grant), and every
 // read and update sent, with the time each took (the handover's requests per release).
 type conflictCounter struct {
 	coordinationv1client.LeasesGetter

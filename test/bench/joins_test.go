@@ -42,14 +42,14 @@ import (
 	"github.com/fencedlock/fencedlock/pkg/lease"
 )
 
-// Queue joins: what a join costs when many waiters join at once, in today's queue format and in
-// the formats that could replace it (docs/design.md, Cost: "Joins conflict with joins"). Waiters
+// Queue joins: what a join costs when many waiters join at once, in the queue format before
+// waiter Leases and in the formats that could have replaced it (docs/design.md, Cost: "Joins conflict with joins"). Waiters
 // join over and over for a fixed time, each replacing its previous entry, so the queue stays as
 // long as the number of waiters:
 //
-//   - one document: today's queue, a JSON document in one annotation of the queue Lease, joined
-//     as pkg/lock joins it (read, lease.Queue.Join, compare-and-swap, a jittered doubling pause
-//     after a conflict);
+//   - one document: the queue before waiter Leases, a JSON document in one annotation of the
+//     queue Lease, joined as pkg/lock joined it (read, add the entry, compare-and-swap, a jittered
+//     doubling pause after a conflict);
 //   - one object, a patch: an annotation per entry, added by a merge patch without a
 //     resourceVersion, which the API server retries itself when another write lands first
 //     (no tickets: what a write that the client never sees conflict costs);
@@ -115,9 +115,9 @@ func (b *bench) joins() {
 	dur := time.Duration(envInt("BENCH_JOIN_SECONDS", 3)) * time.Second
 	for _, n := range []int{4, 16, 64} {
 		doc := b.joinBurst(n, dur, b.documentJoin(leases, n))
-		b.rep.add(fmt.Sprintf("joins/s, %d waiters at once: one document, compare-and-swap (today)", n),
+		b.rep.add(fmt.Sprintf("joins/s, %d waiters at once: one document, compare-and-swap (before waiter Leases)", n),
 			doc.String(), "", "", nil)
-		vsDoc := func(r joinResult) string { return fmt.Sprintf("%.2fx today's joins/s", r.rate/doc.rate) }
+		vsDoc := func(r joinResult) string { return fmt.Sprintf("%.2fx the document's joins/s", r.rate/doc.rate) }
 		r := b.joinBurst(n, dur, b.objectJoin(leases, n, ""))
 		b.rep.add(fmt.Sprintf("joins/s, %d waiters at once: one object, a patch the API server retries", n),
 			r.String(), vsDoc(r), "", nil)
