@@ -226,11 +226,16 @@ func (o *observer) seenOf(key types.NamespacedName) map[lease.Ticket]lease.Seen 
 func (o *observer) setSeen(key types.NamespacedName, seen map[lease.Ticket]lease.Seen) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if len(seen) == 0 {
-		delete(o.seen, key)
+	keepNonEmpty(o.seen, key, seen)
+}
+
+// keepNonEmpty sets m[key] to v, or deletes it when v is empty, so that idle locks cost nothing.
+func keepNonEmpty[K comparable, MK comparable, MV any](m map[K]map[MK]MV, key K, v map[MK]MV) {
+	if len(v) == 0 {
+		delete(m, key)
 		return
 	}
-	o.seen[key] = seen
+	m[key] = v
 }
 
 // failed counts a failed reconcile of the lock and returns how long to wait before the next try.
@@ -322,11 +327,7 @@ func (o *observer) idleOf(key types.NamespacedName) map[string]idleMark {
 func (o *observer) setIdle(key types.NamespacedName, marks map[string]idleMark) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if len(marks) == 0 {
-		delete(o.idle, key)
-		return
-	}
-	o.idle[key] = marks
+	keepNonEmpty(o.idle, key, marks)
 }
 
 // count updates the held gauges for a lock whose permits held went from before to now.

@@ -159,20 +159,28 @@ func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.
 	stored := p.Queue // the pods: the judged queue without the waiter Leases' clients
 	stored.Waiters = slices.DeleteFunc(slices.Clone(p.Queue.Waiters), func(w lease.Waiter) bool { return !w.IsPod() })
 	stored.Malformed = nil
-	_, err = lease.CAS(ctx, lease.ClientWriter{Client: r.Client}, &ql, func(next *coordinationv1.Lease) error {
-		delete(next.Annotations, locksv1alpha1.QueueUnreadableAnnotation)
-		metav1.SetMetaDataLabel(&next.ObjectMeta, locksv1alpha1.RoleLabel, locksv1alpha1.RoleQueue)
-		metav1.SetMetaDataLabel(&next.ObjectMeta, locksv1alpha1.LockUIDLabel, string(fl.UID))
-		return lease.WriteQueue(next, stored)
-	})
-	if apierrors.IsConflict(err) {
-		return p, true, nil // written meanwhile; its event brings a fresh look
+	// One pod added per write: its ticket is that write's resourceVersion, and tickets are unique.
+	cur, added := &ql, stored.Added
+	for i := 0; i == 0 || i < len(added); i++ {
+		stored.Added = added[min(i, len(added)):min(i+1, len(added))]
+		out, err := lease.CAS(ctx, lease.ClientWriter{Client: r.Client}, cur, func(next *coordinationv1.Lease) error {
+			delete(next.Annotations, locksv1alpha1.QueueUnreadableAnnotation)
+			metav1.SetMetaDataLabel(&next.ObjectMeta, locksv1alpha1.RoleLabel, locksv1alpha1.RoleQueue)
+			metav1.SetMetaDataLabel(&next.ObjectMeta, locksv1alpha1.LockUIDLabel, string(fl.UID))
+			return lease.WriteQueue(next, stored)
+		})
+		if apierrors.IsConflict(err) {
+			return p, true, nil // written meanwhile; its event brings a fresh look
+		}
+		if err != nil {
+			return p, false, fmt.Errorf("updating queue lease: %w", err)
+		}
+		if i == 0 {
+			r.reportRepairs(ctx, fl, &ql, doc, p)
+		}
+		cur, stored = out, lease.ReadQueue(out) // the pod added, at its ticket
 	}
-	if err != nil {
-		return p, false, fmt.Errorf("updating queue lease: %w", err)
-	}
-	r.reportRepairs(ctx, fl, &ql, doc, p)
-	return p, len(p.Queue.Added) > 0, nil
+	return p, len(added) > 0, nil
 }
 
 // dropDead takes each client judged dead out of the queue: its waiter Lease loses its holder. A

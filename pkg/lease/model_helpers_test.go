@@ -700,17 +700,9 @@ func (w *mcWriter) Update(_ context.Context, l *coordinationv1.Lease) (*coordina
 	}
 	if mcUnchanged(l, cur.l) {
 		w.stored, w.noop = cur, true
-	} else {
-		w.s.rev++
-		l.ResourceVersion = strconv.FormatUint(w.s.rev, 10)
-		if w.stored, w.err = w.ver(l); w.err != nil {
-			return nil, w.err
-		}
+		return w.answer()
 	}
-	if w.lost {
-		return nil, apierrors.NewTimeoutError("the response was lost", 1)
-	}
-	return w.stored.l, nil
+	return w.store(l)
 }
 
 // Create creates waiter Lease w.j.
@@ -718,11 +710,21 @@ func (w *mcWriter) Create(l *coordinationv1.Lease) (*coordinationv1.Lease, error
 	if w.cur() != nil {
 		return nil, apierrors.NewAlreadyExists(mcLeases, l.Name)
 	}
+	return w.store(l)
+}
+
+// store stores l at the next revision and answers.
+func (w *mcWriter) store(l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	w.s.rev++
 	l.ResourceVersion = strconv.FormatUint(w.s.rev, 10)
 	if w.stored, w.err = w.ver(l); w.err != nil {
 		return nil, w.err
 	}
+	return w.answer()
+}
+
+// answer is the API server's answer to a write applied: the Lease as stored, or a lost response.
+func (w *mcWriter) answer() (*coordinationv1.Lease, error) {
 	if w.lost {
 		return nil, apierrors.NewTimeoutError("the response was lost", 1)
 	}

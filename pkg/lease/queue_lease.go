@@ -81,7 +81,8 @@ type Queue struct {
 	// Waiters are the well-formed entries, in ticket order.
 	Waiters []Waiter
 	// Added are the entries the next write adds (Add): their ticket is that write's
-	// resourceVersion, which nobody knows before it is made, so they are stored with ticket 0.
+	// resourceVersion, which nobody knows before it is made, so they are stored with ticket 0. A
+	// write adds at most one (WriteQueue): two would share a ticket.
 	Added []Waiter
 	// Malformed are the entries that do not follow the format, as they were stored, each with
 	// why. Readers skip them; writers other than the manager keep them.
@@ -105,6 +106,10 @@ const maxQueueBytes = 200 << 10
 // ErrQueueFull is returned (wrapped) when a waiter cannot join because the queue Lease has no
 // room left.
 var ErrQueueFull = errors.New("lock queue is full")
+
+// ErrOneAddedPerWrite is returned by WriteQueue for a queue that adds more than one entry: the
+// entries a write adds take that write's resourceVersion as their ticket, and tickets are unique.
+var ErrOneAddedPerWrite = errors.New("a queue Lease write adds at most one entry")
 
 // wireEntry is a queue entry as stored; decoding into it checks every field's JSON type.
 type wireEntry struct {
@@ -187,10 +192,13 @@ func parseEntry(raw json.RawMessage) (Waiter, string) {
 	return w, ""
 }
 
-// WriteQueue stores q on the queue Lease l: its well-formed entries, then its malformed ones as
-// they were. An unreadable value q was read from is moved to QueueUnreadableAnnotation, unless
+// WriteQueue stores q on the queue Lease l: its well-formed entries, the one it adds, then its
+// malformed ones as they were. An unreadable value q was read from is moved to QueueUnreadableAnnotation, unless
 // one is kept there already.
 func WriteQueue(l *coordinationv1.Lease, q Queue) error {
+	if len(q.Added) > 1 {
+		return fmt.Errorf("%w: %d added", ErrOneAddedPerWrite, len(q.Added))
+	}
 	entries := make([]json.RawMessage, 0, len(q.Waiters)+len(q.Added)+len(q.Malformed))
 	for _, w := range slices.Concat(q.Waiters, q.Added) {
 		b, err := json.Marshal(w)

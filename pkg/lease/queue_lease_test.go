@@ -77,6 +77,11 @@ func TestQueueAddTakesTheWritesVersion(t *testing.T) {
 	if got := first.Merge([]Waiter{{Ticket: 3, Holder: "client"}}); len(got.Waiters) != 1 || len(got.Added) != 1 {
 		t.Fatalf("merge: %+v", got)
 	}
+	// Two entries added in one write would share its resourceVersion as their ticket.
+	first.Add(pod("b"), now)
+	if err := WriteQueue(again, first); !errors.Is(err, ErrOneAddedPerWrite) {
+		t.Fatalf("two entries added in one write: %v; want ErrOneAddedPerWrite", err)
+	}
 }
 
 // Entries that do not follow the format are skipped, never fatal; writers other than the
@@ -138,7 +143,8 @@ func TestQueueToleratesMalformedEntries(t *testing.T) {
 func TestQueueBound(t *testing.T) {
 	big := Queue{}
 	for i := range 300 {
-		big.Add(locksv1alpha1.PodHolderPrefix+strings.Repeat("x", 1000)+strconv.Itoa(i), time.Unix(1000, 0))
+		big.Waiters = append(big.Waiters, Waiter{Ticket: Ticket(i + 1),
+			Holder: locksv1alpha1.PodHolderPrefix + strings.Repeat("x", 1000) + strconv.Itoa(i)})
 	}
 	if err := WriteQueue(&coordinationv1.Lease{}, big); !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("300 waiters of 1000 bytes: %v; want ErrQueueFull", err)

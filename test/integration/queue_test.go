@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -142,6 +143,36 @@ var _ = Describe("One queue for every holder", func() {
 		Expect(b.Token()).To(BeNumerically(">", podTok))
 		Expect(b.Release(ctx)).To(Succeed())
 		Eventually(func() int32 { return kit.GetLock(ns, "ledger").Status.WaitingCount }, 10*time.Second).Should(BeZero())
+	})
+
+	It("queues pods that ask together one by one, each at a ticket of its own", func() {
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "batch", util.LeaseSeconds(15))
+		holder, err := kit.Locker(ns, "batch", "holder").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		util.KeepAlive(holder, 0)
+
+		By("eight pods ask at once: a reconcile finds several of them together")
+		want := make([]string, 8)
+		var wg sync.WaitGroup
+		for i := range want {
+			wg.Go(func() {
+				defer GinkgoRecover()
+				pod := kit.CreatePod(util.Pod(ns, fmt.Sprintf("worker-%d", i), "batch"))
+				want[i] = locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID))
+			})
+		}
+		wg.Wait()
+		Eventually(func() []string {
+			got := make([]string, 0, len(want))
+			for _, w := range queueOf(ns, "batch").Waiters {
+				got = append(got, w.Holder)
+			}
+			return got
+		}, 10*time.Second, 20*time.Millisecond).Should(ConsistOf(want))
+		Expect(queueOf(ns, "batch").Malformed).To(BeEmpty())
+		Expect(repairNotes(ns, "batch")).To(BeEmpty(), "no entry was written malformed")
+		Expect(holder.Release(ctx)).To(Succeed())
 	})
 
 	It("takes a waiter that gives up out of the queue, and drops one that stopped beating", func() {
@@ -277,13 +308,13 @@ var _ = Describe("One queue for every holder", func() {
 		Eventually(func() []string { return waiterIDs(ns, "poison") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{"a"}))
 		Consistently(failedA, 200*time.Millisecond).ShouldNot(Receive())
-		Eventually(func() []string { return lockEventNotes(ns, "poison", locksv1alpha1.ReasonQueueRepaired) },
+		Eventually(func() []string { return repairNotes(ns, "poison") },
 			10*time.Second, 50*time.Millisecond).Should(ContainElement(ContainSubstring(`"holder":"pod/mallory/uid"`)))
 		Expect(queueOf(ns, "poison").Malformed).To(BeEmpty(), "the manager dropped it")
 
 		By("a client entry of the earlier format (clients now queue on waiter Leases): skipped, dropped with an event")
 		poison(`{"next":5,"waiters":[{"ticket":4,"holder":"old-client","since":"2026-01-01T00:00:00Z","beat":2}]}`)
-		Eventually(func() []string { return lockEventNotes(ns, "poison", locksv1alpha1.ReasonQueueRepaired) },
+		Eventually(func() []string { return repairNotes(ns, "poison") },
 			10*time.Second, 50*time.Millisecond).Should(ContainElement(ContainSubstring(`"holder":"old-client"`)))
 		Expect(queueOf(ns, "poison").Malformed).To(BeEmpty(), "the manager dropped it")
 		Expect(waiterIDs(ns, "poison")).To(Equal([]string{"a"}))
@@ -291,7 +322,7 @@ var _ = Describe("One queue for every holder", func() {
 		By("a queue annotation that is not a queue at all: a client still joins, the manager says it started afresh")
 		poison("{garbage")
 		gotB, failedB := acquireAsync(wctx, kit.Locker(ns, "poison", "b"))
-		Eventually(func() []string { return lockEventNotes(ns, "poison", locksv1alpha1.ReasonQueueRepaired) },
+		Eventually(func() []string { return repairNotes(ns, "poison") },
 			10*time.Second, 50*time.Millisecond).Should(ContainElement(ContainSubstring("{garbage")))
 		Eventually(func() []string { return waiterIDs(ns, "poison") }, 10*time.Second, 20*time.Millisecond).
 			Should(ContainElement("b"))
@@ -370,13 +401,13 @@ var _ = Describe("One queue for every holder", func() {
 	})
 })
 
-// lockEventNotes returns the notes of the events of reason on FencedLock name.
-func lockEventNotes(ns, name, reason string) []string {
+// repairNotes returns the notes of the QueueRepaired events on FencedLock name.
+func repairNotes(ns, name string) []string {
 	list, err := clientset.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
 	Expect(err).NotTo(HaveOccurred())
 	var notes []string
 	for _, e := range list.Items {
-		if e.Regarding.Kind == "FencedLock" && e.Regarding.Name == name && e.Reason == reason {
+		if e.Regarding.Kind == "FencedLock" && e.Regarding.Name == name && e.Reason == locksv1alpha1.ReasonQueueRepaired {
 			notes = append(notes, e.Note)
 		}
 	}
