@@ -69,7 +69,9 @@ type FencedLockReconciler struct {
 	queues *queueReader
 	// podIndex is the pod informer's indexer, with podsByLockIndex (see lockPods).
 	podIndex toolscache.Indexer
-	waiters  *waiterLog
+	// waiterIndex is the Lease informer's indexer, with waitersByLockIndex (see lockWaiters).
+	waiterIndex toolscache.Indexer
+	waiters     *waiterLog
 	// retries is the controller's rate limiter, through which a failed reconcile keeps its deadline.
 	retries *retryLimiter
 }
@@ -351,6 +353,9 @@ func (r *FencedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("indexing pods by lock: %w", err)
 	}
 	r.podIndex = podIndex
+	if r.waiterIndex, err = indexWaitersByLock(context.Background(), mgr.GetCache()); err != nil {
+		return fmt.Errorf("indexing waiter leases by lock: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&locksv1alpha1.FencedLock{}).
 		Watches(&coordinationv1.Lease{}, leaseEvents{r: r, EventHandler: handler.EnqueueRequestForOwner(mgr.GetScheme(),

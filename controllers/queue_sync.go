@@ -115,12 +115,11 @@ func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.
 	in := queueInput{served: st.Served, st: st, lock: fl.Name,
 		holds: holds, pods: pods, seen: r.observer.seenOf(lk),
 		window: lease.Window(time.Duration(fl.Spec.LeaseDurationSeconds) * time.Second), now: now}
-	var waiters coordinationv1.LeaseList
-	if err := r.List(ctx, &waiters, client.InNamespace(fl.Namespace), client.MatchingLabels{
-		locksv1alpha1.LockUIDLabel: string(fl.UID), locksv1alpha1.RoleLabel: locksv1alpha1.RoleWaiter}); err != nil {
-		return planQueue(in), false, fmt.Errorf("listing waiter leases: %w", err)
+	waiters, err := r.lockWaiters(fl)
+	if err != nil {
+		return planQueue(in), false, err
 	}
-	waiting, malformed := lease.Waiters(waiters.Items, st.Served)
+	waiting, malformed := lease.Waiters(waiters, st.Served)
 	var ql coordinationv1.Lease
 	name := locksv1alpha1.QueueLeaseName(fl.UID)
 	err = r.Get(ctx, client.ObjectKey{Namespace: fl.Namespace, Name: name}, &ql)
@@ -142,12 +141,12 @@ func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.
 	p = planQueue(in)
 	r.observer.setSeen(lk, p.Seen)
 	r.reportWaiterLeases(ctx, fl, malformed)
-	if alive, err := r.dropDead(ctx, fl, waiters.Items, p.Dead); err != nil || alive {
+	if alive, err := r.dropDead(ctx, fl, waiters, p.Dead); err != nil || alive {
 		// A waiter judged dead wrote meanwhile: the queue judged leaves out a live waiter, so
 		// nothing may be served from it; its write's event brings a fresh look.
 		return p, alive, err
 	}
-	idleDue, err := r.deleteIdle(ctx, fl, waiters.Items, st.Served, now)
+	idleDue, err := r.deleteIdle(ctx, fl, waiters, st.Served, now)
 	p.Deadline = earliest(p.Deadline, idleDue) // never lost on an error path: set before returning it
 	if err != nil {
 		return p, false, err
