@@ -69,7 +69,9 @@ type FencedLockReconciler struct {
 	queues *queueReader
 	// podIndex is the pod informer's indexer, with podsByLockIndex (see lockPods).
 	podIndex toolscache.Indexer
-	waiters  *waiterLog
+	// waiterIndex is the Lease informer's indexer, with waitersByLockIndex (see lockWaiters).
+	waiterIndex toolscache.Indexer
+	waiters     *waiterLog
 	// retries is the controller's rate limiter, through which a failed reconcile keeps its deadline.
 	retries *retryLimiter
 }
@@ -107,7 +109,7 @@ func NewFencedLockReconciler(c client.Client, apiReader client.Reader, recorder 
 // (grants to pods, revocations, token stamps).
 // +kubebuilder:rbac:groups=locks.fencedlock.io,resources=fencedlocks,verbs=get;list;watch;grant
 // +kubebuilder:rbac:groups=locks.fencedlock.io,resources=fencedlocks/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
 
@@ -351,10 +353,15 @@ func (r *FencedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("indexing pods by lock: %w", err)
 	}
 	r.podIndex = podIndex
+	if r.waiterIndex, err = indexWaitersByLock(context.Background(), mgr.GetCache()); err != nil {
+		return fmt.Errorf("indexing waiter leases by lock: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&locksv1alpha1.FencedLock{}).
 		Watches(&coordinationv1.Lease{}, leaseEvents{r: r, EventHandler: handler.EnqueueRequestForOwner(mgr.GetScheme(),
 			mgr.GetRESTMapper(), &locksv1alpha1.FencedLock{}, handler.OnlyControllerOwner())}).
+		// A waiter Lease's join, beat or leave wakes its lock (it is owned, not controlled).
+		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(lockOfWaiter)).
 		// Pods that ask for a lock (the cache holds no others) wake their lock.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(lockOfPod)).
 		// A multi-lock pod's grant or loss of one lock wakes its other locks.
@@ -363,4 +370,17 @@ func (r *FencedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			RateLimiter: r.retries}).
 		Named("fencedlock").
 		Complete(r)
+}
+
+// lockOfWaiter maps a waiter Lease to the lock it waits for: its FencedLock owner.
+func lockOfWaiter(_ context.Context, obj client.Object) []ctrl.Request {
+	if obj.GetLabels()[locksv1alpha1.RoleLabel] != locksv1alpha1.RoleWaiter {
+		return nil
+	}
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.Kind == locksv1alpha1.Kind && ref.APIVersion == locksv1alpha1.GroupVersion.String() {
+			return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}}
+		}
+	}
+	return nil
 }

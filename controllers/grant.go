@@ -89,7 +89,9 @@ func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.
 	}
 	pod := p.headPod
 	if pod == nil || locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID)) != h.To.Holder {
-		observeWait(now.Sub(h.To.Since.Time))
+		if !h.To.Since.IsZero() { // a waiter Lease that does not say when it joined
+			observeWait(now.Sub(h.To.Since.Time))
+		}
 		log.Info("Granted lock to the waiter at the head of its queue", "holder", h.To.Holder,
 			"ticket", h.To.Ticket.String(), "token", h.Token.String())
 		return nil

@@ -132,8 +132,7 @@ func handOverToPod(t *testing.T, end ending) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var q lease.Queue
-	q.Join(locksv1alpha1.PodHolderIdentity("b", "uid-b"), st.Served, t0)
+	q := lease.Queue{Waiters: []lease.Waiter{{Ticket: st.Served + 1, Holder: locksv1alpha1.PodHolderIdentity("b", "uid-b")}}}
 	rec.calls = nil
 
 	r := NewFencedLockReconciler(c, c, rec)

@@ -62,7 +62,9 @@ func (r *FencedLockReconciler) ensureLease(ctx context.Context, fl *locksv1alpha
 	}
 	var served lease.Ticket
 	if !st.Initialized() {
-		served = r.queueIssued(ctx, fl)
+		// Every join before this write has a lower ticket (its resourceVersion): a recreated
+		// Lease skips them all, and those still waiting join again.
+		served, _ = lease.ParseTicket(l.ResourceVersion)
 	}
 	_, err = lease.CAS(ctx, lease.ClientWriter{Client: r.Client}, &l, func(next *coordinationv1.Lease) error {
 		if !controlled {

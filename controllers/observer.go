@@ -88,13 +88,16 @@ type observer struct {
 	obs map[types.NamespacedName]*lockObservation
 	// seen is what the last judgment of each lock's queue saw of its queued clients (lease.Judge).
 	seen map[types.NamespacedName]map[lease.Ticket]lease.Seen
+	// idle is when each lock's unused waiter Leases were first seen unused (idleWaiters).
+	idle map[types.NamespacedName]map[string]idleMark
 	// held and heldPermits count the locks with a permit held, and the permits held, in the last
 	// observation of every lock (the held gauges).
 	held, heldPermits int
 }
 
 func newObserver() *observer {
-	return &observer{obs: map[types.NamespacedName]*lockObservation{}, seen: map[types.NamespacedName]map[lease.Ticket]lease.Seen{}}
+	return &observer{obs: map[types.NamespacedName]*lockObservation{}, seen: map[types.NamespacedName]map[lease.Ticket]lease.Seen{},
+		idle: map[types.NamespacedName]map[string]idleMark{}}
 }
 
 // lock returns the lock's observation, creating it; the caller holds mu.
@@ -223,11 +226,16 @@ func (o *observer) seenOf(key types.NamespacedName) map[lease.Ticket]lease.Seen 
 func (o *observer) setSeen(key types.NamespacedName, seen map[lease.Ticket]lease.Seen) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if len(seen) == 0 {
-		delete(o.seen, key)
+	keepNonEmpty(o.seen, key, seen)
+}
+
+// keepNonEmpty sets m[key] to v, or deletes it when v is empty, so that idle locks cost nothing.
+func keepNonEmpty[K comparable, MK comparable, MV any](m map[K]map[MK]MV, key K, v map[MK]MV) {
+	if len(v) == 0 {
+		delete(m, key)
 		return
 	}
-	o.seen[key] = seen
+	m[key] = v
 }
 
 // failed counts a failed reconcile of the lock and returns how long to wait before the next try.
@@ -305,6 +313,21 @@ func (o *observer) forget(key types.NamespacedName) {
 	}
 	delete(o.obs, key)
 	delete(o.seen, key)
+	delete(o.idle, key)
+}
+
+// idleOf returns the marks of the lock's unused waiter Leases.
+func (o *observer) idleOf(key types.NamespacedName) map[string]idleMark {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.idle[key]
+}
+
+// setIdle records the marks of the lock's unused waiter Leases.
+func (o *observer) setIdle(key types.NamespacedName, marks map[string]idleMark) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	keepNonEmpty(o.idle, key, marks)
 }
 
 // count updates the held gauges for a lock whose permits held went from before to now.

@@ -27,8 +27,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -143,40 +141,6 @@ func findHolder(pods []*corev1.Pod, holder string) *corev1.Pod {
 		}
 	}
 	return nil
-}
-
-// podsByLockIndex indexes the cache's pods by every lock they ask for (podLockNames), keyed
-// "<namespace>/<lock>".
-const podsByLockIndex = "fencedlock.io/pods-by-lock"
-
-// indexPodsByLock adds podsByLockIndex to the cache's pod informer and returns the informer's
-// indexer, which lockPods reads. controller-runtime's informers are client-go's shared informers;
-// its own field indexes are read through a List, which copies every object it returns.
-func indexPodsByLock(ctx context.Context, c cache.Cache) (toolscache.Indexer, error) {
-	inf, err := c.GetInformer(ctx, &corev1.Pod{})
-	if err != nil {
-		return nil, err
-	}
-	sii, ok := inf.(toolscache.SharedIndexInformer)
-	if !ok {
-		return nil, fmt.Errorf("the cache's pod informer is a %T, not a client-go SharedIndexInformer", inf)
-	}
-	err = sii.AddIndexers(toolscache.Indexers{podsByLockIndex: func(obj any) ([]string, error) {
-		pod, ok := obj.(*corev1.Pod)
-		if !ok {
-			return nil, nil
-		}
-		names := podLockNames(pod)
-		keys := make([]string, len(names))
-		for i, name := range names {
-			keys[i] = pod.Namespace + "/" + name
-		}
-		return keys, nil
-	}})
-	if err != nil {
-		return nil, err
-	}
-	return sii.GetIndexer(), nil
 }
 
 // lockPods returns the pods that ask for fl, as the label-selected cache holds them: they are

@@ -35,7 +35,8 @@ func queueLease(uid types.UID, rv string, n int) *coordinationv1.Lease {
 	q := lease.Queue{Malformed: []lease.Malformed{{Raw: []byte(`{"ticket":"7"}`)}}}
 	at := time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC)
 	for i := range n {
-		q.Join(locksv1alpha1.PodHolderIdentity(fmt.Sprintf("worker-%04d", i), "0b5d2a47-1f0e-4c3a-9a56-2f1e8c7d9b10"), 0, at)
+		q.Waiters = append(q.Waiters, lease.Waiter{Ticket: lease.Ticket(i + 1), Since: metav1.NewTime(at),
+			Holder: locksv1alpha1.PodHolderIdentity(fmt.Sprintf("worker-%04d", i), "0b5d2a47-1f0e-4c3a-9a56-2f1e8c7d9b10")})
 	}
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{UID: uid, ResourceVersion: rv}}
 	if err := lease.WriteQueue(l, q); err != nil {

@@ -19,6 +19,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -92,7 +93,7 @@ func planQueue(in queueInput) queuePlan {
 	for _, pod := range asking {
 		if gated[pod.UID] == pod {
 			id := locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID))
-			p.Queue.Join(id, in.served, enqueuedAt(pod))
+			p.Queue.Add(id, enqueuedAt(pod))
 			p.pods[id] = pod
 			p.Changed = true
 		}
@@ -101,64 +102,137 @@ func planQueue(in queueInput) queuePlan {
 	return p
 }
 
-// syncQueue reads the lock's queue Lease, creating it if missing, and brings it up to date. When
-// the queue Lease cannot be read or written, the plan is the queue of the lock's pods alone (as
-// if the queue were empty), so grants and revocations go on; err then says why. wait reports a
-// write whose watch event brings a fresh look: acting now would act on a stale queue.
+// syncQueue reads the lock's queue (its queue Lease, creating it if missing, and its waiter
+// Leases) and brings it up to date: pods that ask join, pods that no longer wait and malformed
+// entries leave (one write of the queue Lease), and each client judged dead leaves (a write of
+// its waiter Lease). When the queue Lease cannot be read or written, the plan is the queue of the
+// lock's pods alone (as if the queue were empty), so grants and revocations go on; err then says
+// why. wait reports a write whose watch event brings a fresh look: acting now would act on a
+// stale queue, or could not serve the pods just added (their tickets are that write's).
 func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.FencedLock, st lease.State,
 	pods []*corev1.Pod, holds holdsFunc, now time.Time) (p queuePlan, wait bool, err error) {
 	lk := client.ObjectKeyFromObject(fl)
-	in := queueInput{q: lease.Queue{Next: st.Served + 1}, served: st.Served, st: st, lock: fl.Name,
+	in := queueInput{served: st.Served, st: st, lock: fl.Name,
 		holds: holds, pods: pods, seen: r.observer.seenOf(lk),
 		window: lease.Window(time.Duration(fl.Spec.LeaseDurationSeconds) * time.Second), now: now}
+	waiters, err := r.lockWaiters(fl)
+	if err != nil {
+		return planQueue(in), false, err
+	}
+	waiting, malformed := lease.Waiters(waiters, st.Served)
 	var ql coordinationv1.Lease
 	name := locksv1alpha1.QueueLeaseName(fl.UID)
 	err = r.Get(ctx, client.ObjectKey{Namespace: fl.Namespace, Name: name}, &ql)
 	switch {
 	case apierrors.IsNotFound(err):
-		created, err := r.createQueue(ctx, fl, name, st)
+		created, err := r.createQueue(ctx, fl, name)
+		in.q = lease.Queue{}.Merge(waiting)
 		return planQueue(in), created, err
 	case err != nil:
+		in.q = lease.Queue{}.Merge(waiting)
 		return planQueue(in), false, fmt.Errorf("getting queue lease: %w", err)
 	}
-	in.q = r.queues.read(lk, &ql)
+	doc := r.queues.read(lk, &ql)
+	in.q = doc.Merge(waiting)
 	_, moved := ql.Annotations[locksv1alpha1.QueueUnreadableAnnotation]
 	// A queue Lease made by a manager before the role or lock-uid label existed gets them now.
 	unlabelled := ql.Labels[locksv1alpha1.RoleLabel] != locksv1alpha1.RoleQueue ||
 		ql.Labels[locksv1alpha1.LockUIDLabel] != string(fl.UID)
 	p = planQueue(in)
 	r.observer.setSeen(lk, p.Seen)
-	if !p.Changed && !moved && !unlabelled {
+	r.reportWaiterLeases(ctx, fl, malformed)
+	if alive, err := r.dropDead(ctx, fl, waiters, p.Dead); err != nil || alive {
+		// A waiter judged dead wrote meanwhile: the queue judged leaves out a live waiter, so
+		// nothing may be served from it; its write's event brings a fresh look.
+		return p, alive, err
+	}
+	idleDue, err := r.deleteIdle(ctx, fl, waiters, st.Served, now)
+	p.Deadline = earliest(p.Deadline, idleDue) // never lost on an error path: set before returning it
+	if err != nil {
+		return p, false, err
+	}
+	docChanged := len(p.Gone) > 0 || len(doc.Malformed) > 0 || doc.Unreadable != "" || len(p.Queue.Added) > 0
+	if !docChanged && !moved && !unlabelled {
 		return p, false, nil
 	}
-	_, err = lease.CAS(ctx, lease.ClientWriter{Client: r.Client}, &ql, func(next *coordinationv1.Lease) error {
-		delete(next.Annotations, locksv1alpha1.QueueUnreadableAnnotation)
-		metav1.SetMetaDataLabel(&next.ObjectMeta, locksv1alpha1.RoleLabel, locksv1alpha1.RoleQueue)
-		metav1.SetMetaDataLabel(&next.ObjectMeta, locksv1alpha1.LockUIDLabel, string(fl.UID))
-		return lease.WriteQueue(next, p.Queue)
-	})
-	if apierrors.IsConflict(err) {
-		return p, true, nil // a waiter joined meanwhile; its event brings a fresh look
+	stored := p.Queue // the pods: the judged queue without the waiter Leases' clients
+	stored.Waiters = slices.DeleteFunc(slices.Clone(p.Queue.Waiters), func(w lease.Waiter) bool { return !w.IsPod() })
+	stored.Malformed = nil
+	// One pod added per write: its ticket is that write's resourceVersion, and tickets are unique.
+	cur, added := &ql, stored.Added
+	for i := 0; i == 0 || i < len(added); i++ {
+		stored.Added = added[min(i, len(added)):min(i+1, len(added))]
+		out, err := lease.CAS(ctx, lease.ClientWriter{Client: r.Client}, cur, func(next *coordinationv1.Lease) error {
+			delete(next.Annotations, locksv1alpha1.QueueUnreadableAnnotation)
+			metav1.SetMetaDataLabel(&next.ObjectMeta, locksv1alpha1.RoleLabel, locksv1alpha1.RoleQueue)
+			metav1.SetMetaDataLabel(&next.ObjectMeta, locksv1alpha1.LockUIDLabel, string(fl.UID))
+			return lease.WriteQueue(next, stored)
+		})
+		if apierrors.IsConflict(err) {
+			return p, true, nil // written meanwhile; its event brings a fresh look
+		}
+		if err != nil {
+			return p, false, fmt.Errorf("updating queue lease: %w", err)
+		}
+		if i == 0 {
+			r.reportRepairs(ctx, fl, &ql, doc, p)
+		}
+		cur, stored = out, lease.ReadQueue(out) // the pod added, at its ticket
 	}
-	if err != nil {
-		return p, false, fmt.Errorf("updating queue lease: %w", err)
-	}
-	r.reportRepairs(ctx, fl, &ql, in.q, p)
-	return p, false, nil
+	return p, len(added) > 0, nil
 }
 
-// reportRepairs tells what a queue write dropped: a dead client in an event and a log line each,
+// dropDead takes each client judged dead out of the queue: its waiter Lease loses its holder. A
+// conflict means the waiter wrote meanwhile, alive after all: alive reports it, and the next look
+// judges it again.
+func (r *FencedLockReconciler) dropDead(ctx context.Context, fl *locksv1alpha1.FencedLock,
+	leases []coordinationv1.Lease, dead []lease.Waiter) (alive bool, err error) {
+	for _, w := range dead {
+		for i := range leases {
+			l := &leases[i]
+			t, err := lease.WaiterTicket(l)
+			if err != nil || t != w.Ticket || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != w.Holder {
+				continue
+			}
+			_, err = lease.CAS(ctx, lease.ClientWriter{Client: r.Client}, l, func(next *coordinationv1.Lease) error {
+				next.Spec.HolderIdentity = nil
+				lease.Stamp(l, next)
+				return nil
+			})
+			if apierrors.IsConflict(err) {
+				alive = true
+				continue
+			}
+			if apierrors.IsNotFound(err) {
+				continue // deleted: it waits no more
+			}
+			if err != nil {
+				return alive, fmt.Errorf("dropping dead waiter %s: %w", w.Holder, err)
+			}
+			window := lease.Window(time.Duration(fl.Spec.LeaseDurationSeconds) * time.Second)
+			logf.FromContext(ctx).Info("Dropped a dead waiter from the queue", "waiter", w.Holder, "ticket", w.Ticket.String(),
+				"window", window.String())
+			r.recorder.Eventf(fl, l, corev1.EventTypeNormal, locksv1alpha1.ReasonWaiterDead, actionQueue,
+				"Dropped waiter %s (ticket %s) from the queue: its beat did not change for %s", w.Holder, w.Ticket, window)
+		}
+	}
+	return alive, nil
+}
+
+// reportWaiterLeases reports waiter Leases that do not follow the format, in a Warning Event each.
+func (r *FencedLockReconciler) reportWaiterLeases(ctx context.Context, fl *locksv1alpha1.FencedLock, malformed []error) {
+	for _, err := range malformed {
+		logf.FromContext(ctx).Info("Skipped a malformed waiter lease", "why", err.Error())
+		r.recorder.Eventf(fl, nil, corev1.EventTypeWarning, locksv1alpha1.ReasonQueueRepaired, actionQueue,
+			"Skipped %v (see docs/protocol.md, the queue format)", err)
+	}
+}
+
+// reportRepairs tells what a queue write dropped: a pod that no longer waits in a log line,
 // malformed entries and an unreadable queue in a Warning event each, naming what was dropped.
 func (r *FencedLockReconciler) reportRepairs(ctx context.Context, fl *locksv1alpha1.FencedLock, ql *coordinationv1.Lease,
 	read lease.Queue, p queuePlan) {
 	log := logf.FromContext(ctx)
-	window := lease.Window(time.Duration(fl.Spec.LeaseDurationSeconds) * time.Second)
-	for _, w := range p.Dead {
-		log.Info("Dropped a dead waiter from the queue", "waiter", w.Holder, "ticket", w.Ticket.String(),
-			"window", window.String())
-		r.recorder.Eventf(fl, ql, corev1.EventTypeNormal, locksv1alpha1.ReasonWaiterDead, actionQueue,
-			"Dropped waiter %s (ticket %s) from the queue: its beat did not change for %s", w.Holder, w.Ticket, window)
-	}
 	for _, w := range p.Gone {
 		log.Info("Dropped a pod that no longer waits from the queue", "waiter", w.Holder, "ticket", w.Ticket.String())
 	}
@@ -188,17 +262,15 @@ func truncate(s string) string {
 	return s[:limit] + "…"
 }
 
-// createQueue creates the lock's queue Lease, its tickets starting above the lock's last queued
-// grant, and reports whether it did.
-func (r *FencedLockReconciler) createQueue(ctx context.Context, fl *locksv1alpha1.FencedLock, name string,
-	st lease.State) (created bool, err error) {
+// createQueue creates the lock's queue Lease, and reports whether it did.
+func (r *FencedLockReconciler) createQueue(ctx context.Context, fl *locksv1alpha1.FencedLock, name string) (created bool, err error) {
 	ql := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
 		Name:      name,
 		Namespace: fl.Namespace,
 		Labels: map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue,
 			locksv1alpha1.RoleLabel: locksv1alpha1.RoleQueue, locksv1alpha1.LockUIDLabel: string(fl.UID)},
 	}}
-	if err := lease.WriteQueue(ql, lease.Queue{Next: st.Served + 1}); err != nil {
+	if err := lease.WriteQueue(ql, lease.Queue{}); err != nil {
 		return false, err
 	}
 	if err := controllerutil.SetControllerReference(fl, ql, r.Scheme()); err != nil {
@@ -217,19 +289,64 @@ func (r *FencedLockReconciler) createQueue(ctx context.Context, fl *locksv1alpha
 	return true, nil
 }
 
-// queueIssued returns the last ticket the lock's queue has issued, zero if it has no queue yet.
-func (r *FencedLockReconciler) queueIssued(ctx context.Context, fl *locksv1alpha1.FencedLock) lease.Ticket {
-	var ql coordinationv1.Lease
-	if err := r.Get(ctx, client.ObjectKey{Namespace: fl.Namespace, Name: locksv1alpha1.QueueLeaseName(fl.UID)}, &ql); err != nil {
-		return 0
+// idleWaiterLeaseDurations is how many lease durations a waiter Lease may go unused (not waiting,
+// unchanged) before the manager deletes it: long enough that a client that acquires the lock over
+// and over keeps its Lease (a join is then one update, not a create).
+const idleWaiterLeaseDurations = 10
+
+// idleMark is when the manager first saw a waiter Lease, at one version, not waiting.
+type idleMark struct {
+	rv string
+	at time.Time
+}
+
+// idleWaiters is the pure part of the waiter Lease cleanup: of leases, the lock's waiter Leases,
+// those not waiting (no holder, or a ticket at or below served) are marked when first seen at a
+// version, on the manager's clock; a mark older than keep is due. It returns the due Leases, the
+// marks to remember, and when the next one falls due (zero if none).
+func idleWaiters(leases []coordinationv1.Lease, served lease.Ticket, marks map[string]idleMark, keep time.Duration,
+	now time.Time) (due []*coordinationv1.Lease, next map[string]idleMark, deadline time.Time) {
+	next = map[string]idleMark{}
+	for i := range leases {
+		l := &leases[i]
+		t, err := lease.WaiterTicket(l)
+		waiting := err == nil && t > served && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != ""
+		if waiting {
+			continue
+		}
+		m, ok := marks[l.Name]
+		if !ok || m.rv != l.ResourceVersion {
+			m = idleMark{rv: l.ResourceVersion, at: now}
+		}
+		if at := m.at.Add(keep); !now.Before(at) {
+			due = append(due, l)
+			continue
+		} else if deadline.IsZero() || at.Before(deadline) {
+			deadline = at
+		}
+		next[l.Name] = m
 	}
-	q := r.queues.read(client.ObjectKeyFromObject(fl), &ql)
-	last := q.Next
-	if n := len(q.Waiters); n > 0 {
-		last = max(last, q.Waiters[n-1].Ticket+1)
+	return due, next, deadline
+}
+
+// deleteIdle deletes the lock's waiter Leases that idleWaiters found due, each only at the
+// version judged (a waiter that joined again meanwhile keeps its Lease), and returns when the
+// next one falls due.
+func (r *FencedLockReconciler) deleteIdle(ctx context.Context, fl *locksv1alpha1.FencedLock, leases []coordinationv1.Lease,
+	served lease.Ticket, now time.Time) (time.Time, error) {
+	lk := client.ObjectKeyFromObject(fl)
+	keep := idleWaiterLeaseDurations * time.Duration(fl.Spec.LeaseDurationSeconds) * time.Second
+	due, marks, deadline := idleWaiters(leases, served, r.observer.idleOf(lk), keep, now)
+	r.observer.setIdle(lk, marks)
+	for _, l := range due {
+		uid, rv := l.UID, l.ResourceVersion
+		err := r.Delete(ctx, l, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return deadline, fmt.Errorf("deleting unused waiter lease %s: %w", l.Name, err)
+		}
+		if err == nil {
+			logf.FromContext(ctx).V(1).Info("Deleted an unused waiter lease", "lease", l.Name, "unusedFor", keep.String())
+		}
 	}
-	if last == 0 {
-		return 0
-	}
-	return last - 1
+	return deadline, nil
 }

@@ -17,6 +17,8 @@ limitations under the License.
 package v1alpha1
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -49,6 +51,14 @@ func HasLockGate(pod *corev1.Pod) bool {
 // in the lock Lease's controller reference. A UID, unlike the lock's name, leaves no room for a
 // clash with another lock's Lease.
 func QueueLeaseName(lockUID types.UID) string { return "fencedlock-queue-" + string(lockUID) }
+
+// WaiterLeaseName is the name of identity's waiter Lease on the lock with UID lockUID: a hash of
+// the identity (at most 1024 bytes, any characters) makes a valid name of fixed length; the Lease's
+// holderIdentity says whose it is.
+func WaiterLeaseName(lockUID types.UID, identity string) string {
+	sum := sha256.Sum256([]byte(identity))
+	return "fencedlock-wait-" + string(lockUID) + "-" + hex.EncodeToString(sum[:8])
+}
 
 // maxPodLockName bounds the names a pod may ask for: a lock's name is also the name part of the
 // pod's token annotation (LockTokenAnnotation) and may become the pod's LockLabel value, both at

@@ -40,6 +40,10 @@ const (
 	// queue: waiters with this ticket or a lower one have been served (or skipped), and a waiter
 	// recognises its grant by holder identity and ticket together.
 	TicketAnnotation = "fencedlock.io/ticket"
+	// JoinAnnotation on a waiter Lease changes with every join: the write that changes it (or
+	// creates the Lease) is the join, and its resourceVersion the waiter's ticket, which every
+	// later write carries in TicketAnnotation.
+	JoinAnnotation = "fencedlock.io/join"
 	// ReservedAnnotation on a free Lease is the ticket of the queued pod the lock is kept for: a
 	// client's release cannot grant a pod (only the manager grants pods), so nobody takes the
 	// free lock before the manager grants that pod.
@@ -162,6 +166,8 @@ const (
 const (
 	RoleLabel = "fencedlock.io/role"
 	RoleQueue = "queue"
+	// RoleWaiter marks a waiter Lease (WaiterLeaseName): one waiting identity of a lock.
+	RoleWaiter = "waiter"
 )
 
 // LockUIDLabel marks both of a lock's Leases, its own and its queue Lease, with the FencedLock's

@@ -17,8 +17,6 @@ limitations under the License.
 package lease_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -296,30 +294,6 @@ func checkPermits(t *testing.T, before, after *coordinationv1.Lease, want confor
 	}
 }
 
-// comparableQueue is a queue's content without the informational since.
-type comparableQueue struct {
-	Next      lease.Ticket
-	Waiters   []lease.Waiter
-	Malformed []string
-}
-
-func compareQueue(q lease.Queue) comparableQueue {
-	c := comparableQueue{Next: q.Next}
-	for _, w := range q.Waiters {
-		w.Since = metav1.Time{}
-		c.Waiters = append(c.Waiters, w)
-	}
-	for _, m := range q.Malformed {
-		var b bytes.Buffer
-		if err := json.Compact(&b, m.Raw); err != nil {
-			c.Malformed = append(c.Malformed, string(m.Raw))
-			continue
-		}
-		c.Malformed = append(c.Malformed, b.String())
-	}
-	return c
-}
-
 func queueLease(c conformance.Case) *coordinationv1.Lease {
 	ql := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "fencedlock-queue-uid",
 		ResourceVersion: "118", Annotations: map[string]string{}}}
@@ -327,6 +301,76 @@ func queueLease(c conformance.Case) *coordinationv1.Lease {
 		ql.Annotations[locksv1alpha1.QueueAnnotation] = *c.Queue
 	}
 	return ql
+}
+
+// waiterLeases are the case's waiter Leases, each stamped with its ticket (its join's
+// resourceVersion, which the table gives).
+func waiterLeases(c conformance.Case) []coordinationv1.Lease {
+	ref := &metav1.OwnerReference{APIVersion: locksv1alpha1.GroupVersion.String(), Kind: locksv1alpha1.Kind, Name: "lock", UID: "uid"}
+	earlier := metav1.NewMicroTime(conformanceNow.Add(-5 * time.Second))
+	out := make([]coordinationv1.Lease, 0, len(c.Waiters))
+	for _, w := range c.Waiters {
+		l := lease.NewWaiter("ns", locksv1alpha1.WaiterLeaseName(ref.UID, w.Identity), ref)
+		l.ResourceVersion = "119"
+		l.Annotations = map[string]string{locksv1alpha1.JoinAnnotation: strconv.Itoa(w.JoinCount()),
+			locksv1alpha1.TicketAnnotation: strconv.FormatUint(w.Ticket, 10)}
+		if !w.Left {
+			l.Spec.HolderIdentity = new(w.Identity)
+		}
+		l.Spec.RenewTime = &earlier
+		out = append(out, *l)
+	}
+	return out
+}
+
+// waiterOf returns identity's waiter Lease among ls, nil if it has none.
+func waiterOf(ls []coordinationv1.Lease, identity string) *coordinationv1.Lease {
+	name := locksv1alpha1.WaiterLeaseName("uid", identity)
+	for i := range ls {
+		if ls[i].Name == name {
+			return ls[i].DeepCopy()
+		}
+	}
+	return nil
+}
+
+// checkWaiter compares the actor's waiter Lease after a write (before: nil when it had none) with
+// an outcome.
+func checkWaiter(t *testing.T, before, after *coordinationv1.Lease, want conformance.WaiterOutcome) {
+	t.Helper()
+	if got := ptr.Deref(after.Spec.HolderIdentity, ""); got != want.Holder {
+		t.Errorf("waiter holder = %q, want %q", got, want.Holder)
+	}
+	if got := after.Annotations[locksv1alpha1.JoinAnnotation]; got != strconv.Itoa(want.Join) {
+		t.Errorf("annotation %s = %q, want %d", locksv1alpha1.JoinAnnotation, got, want.Join)
+	}
+	got, carried := after.Annotations[locksv1alpha1.TicketAnnotation]
+	switch want.Ticket {
+	case "rv":
+		if carried {
+			t.Errorf("a join carries no ticket (its resourceVersion is one), got %s = %q", locksv1alpha1.TicketAnnotation, got)
+		}
+	case "same":
+		wt, err := lease.WaiterTicket(before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != wt.String() {
+			t.Errorf("%s = %q, want the ticket before, %s", locksv1alpha1.TicketAnnotation, got, wt)
+		}
+	default:
+		if got != want.Ticket {
+			t.Errorf("%s = %q, want %q", locksv1alpha1.TicketAnnotation, got, want.Ticket)
+		}
+	}
+	var was *metav1.MicroTime
+	if before != nil {
+		was = before.Spec.RenewTime
+	}
+	renewed := !ptr.Deref(after.Spec.RenewTime, metav1.MicroTime{}).Time.Equal(ptr.Deref(was, metav1.MicroTime{}).Time)
+	if renewed != want.Renewed {
+		t.Errorf("waiter renewTime moved = %v, want %v", renewed, want.Renewed)
+	}
 }
 
 // errorKind names an error of pkg/lease as the table does.
@@ -342,15 +386,13 @@ func errorKind(err error) string {
 		return "NotInitialized"
 	case errors.Is(err, lease.ErrServedWhileLeaving):
 		return "ServedWhileLeaving"
-	case errors.Is(err, errNotQueued):
+	case errors.Is(err, lease.ErrNotQueued):
 		return "NotQueued"
 	case errors.Is(err, lease.ErrQueueNeeded):
 		return "QueueNeeded"
 	}
 	return "other: " + err.Error()
 }
-
-var errNotQueued = errors.New("no queue entry with this ticket and holder")
 
 // lockTransition runs a transition of the lock Lease the way every driver does: without the
 // queue first, and again with the queue (read after the Lease) if the function asks for it.
@@ -365,12 +407,13 @@ func lockTransition(l *coordinationv1.Lease, q lease.Queue, f func(*coordination
 	return out, false, err
 }
 
-// run applies the case's transition to a copy of the lock Lease l (and of the queue Lease ql);
-// it returns the Lease written (the lock's or the queue's) and the join's ticket.
-func run(c conformance.Case, transition string, l, ql *coordinationv1.Lease) (
-	lockAfter, queueAfter *coordinationv1.Lease, queueRead bool, ticket lease.Ticket, err error) {
+// run applies the case's transition to copies of the lock Lease l, the queue Lease ql and the
+// waiter Leases ws; it returns the Lease written: the lock's, or the actor's waiter Lease.
+func run(c conformance.Case, transition string, l, ql *coordinationv1.Lease, ws []coordinationv1.Lease) (
+	lockAfter, waiterAfter *coordinationv1.Lease, queueRead bool, err error) {
 	st, _ := lease.Read(l)
-	q := lease.ReadQueue(ql)
+	waiting, _ := lease.Waiters(ws, st.Served)
+	q := lease.ReadQueue(ql).Merge(waiting) // as every reader merges them
 	tok := st.Token
 	if p, ok := st.HolderOf(c.Actor); ok && st.Semaphore {
 		tok = p.Token // a semaphore's holder presents its own permit's token
@@ -384,16 +427,14 @@ func run(c conformance.Case, transition string, l, ql *coordinationv1.Lease) (
 	}
 	if c.Args.Token != "" {
 		if tok, err = token.Parse(c.Args.Token); err != nil {
-			return nil, nil, false, 0, err
+			return nil, nil, false, err
 		}
 	}
-	queueOp := func(change func(q *lease.Queue) bool) (*coordinationv1.Lease, error) {
-		out := ql.DeepCopy()
-		q := lease.ReadQueue(out)
-		if !change(&q) {
-			return nil, errNotQueued
-		}
-		return out, lease.WriteQueue(out, q)
+	old := waiterOf(ws, c.Actor)
+	waiterAfter = lease.NewWaiter("ns", locksv1alpha1.WaiterLeaseName("uid", c.Actor),
+		&metav1.OwnerReference{APIVersion: locksv1alpha1.GroupVersion.String(), Kind: locksv1alpha1.Kind, Name: "lock", UID: "uid"})
+	if old != nil {
+		waiterAfter = old.DeepCopy()
 	}
 	switch transition {
 	case "grant":
@@ -430,15 +471,18 @@ func run(c conformance.Case, transition string, l, ql *coordinationv1.Lease) (
 		lockAfter = l.DeepCopy()
 		err = lease.MarkLeft(lockAfter, c.Actor, lease.Ticket(c.Args.Ticket))
 	case "join":
-		queueAfter, err = queueOp(func(q *lease.Queue) bool { ticket = q.Join(c.Actor, st.Served, conformanceNow); return true })
+		lease.JoinWaiter(old, waiterAfter, c.Actor, conformanceNow)
+		return nil, waiterAfter, false, nil
 	case "beat":
-		queueAfter, err = queueOp(func(q *lease.Queue) bool { return q.Beat(lease.Ticket(c.Args.Ticket), c.Actor) })
+		err = lease.BeatWaiter(old, waiterAfter, c.Actor, lease.Ticket(c.Args.Ticket), conformanceNow)
+		return nil, waiterAfter, false, err
 	case "leave":
-		queueAfter, err = queueOp(func(q *lease.Queue) bool { return q.Leave(lease.Ticket(c.Args.Ticket), c.Actor) })
+		err = lease.LeaveWaiter(old, waiterAfter, c.Actor, lease.Ticket(c.Args.Ticket))
+		return nil, waiterAfter, false, err
 	default:
 		err = fmt.Errorf("unknown transition %q", transition)
 	}
-	return lockAfter, queueAfter, queueRead, ticket, err
+	return lockAfter, nil, queueRead, err
 }
 
 func TestConformance(t *testing.T) {
@@ -456,12 +500,12 @@ func TestConformance(t *testing.T) {
 			if (c.Expect.Admitted == nil) == (c.Expect.Refused == nil) {
 				t.Fatal("a case expects exactly one of admitted and refused")
 			}
-			l, ql := beforeLease(c), queueLease(c)
+			l, ql, ws := beforeLease(c), queueLease(c), waiterLeases(c)
 			if c.Transition == "raw" {
-				checkRaw(t, c, l, ql)
+				checkRaw(t, c, l, ql, ws)
 				return
 			}
-			lockAfter, queueAfter, queueRead, ticket, err := run(c, c.Transition, l, ql)
+			lockAfter, waiterAfter, queueRead, err := run(c, c.Transition, l, ql, ws)
 			if r := c.Expect.Refused; r != nil {
 				if got := errorKind(err); got != r.Error {
 					t.Fatalf("refusal = %q (%v), want %q", got, err, r.Error)
@@ -484,19 +528,11 @@ func TestConformance(t *testing.T) {
 			if lockAfter != nil {
 				checkLease(t, c, l, lockAfter, want)
 			}
-			if queueAfter != nil {
-				if want.Queue == nil {
-					t.Fatal("a queue transition's outcome gives the queue after")
+			if waiterAfter != nil {
+				if want.Waiter == nil {
+					t.Fatal("a waiter Lease transition's outcome gives the waiter Lease after")
 				}
-				if got, exp := compareQueue(lease.ReadQueue(queueAfter)), compareQueue(lease.ParseQueue(*want.Queue)); !equalJSON(got, exp) {
-					t.Errorf("queue after = %+v\nwant %+v\n(stored %s)", got, exp, queueAfter.Annotations[locksv1alpha1.QueueAnnotation])
-				}
-				if got := queueAfter.Annotations[locksv1alpha1.QueueUnreadableAnnotation]; got != ptr.Deref(want.QueueUnreadable, "") {
-					t.Errorf("queue-unreadable = %q, want %q", got, ptr.Deref(want.QueueUnreadable, ""))
-				}
-				if lease.Ticket(want.Ticket) != ticket && c.Transition == "join" {
-					t.Errorf("ticket = %d, want %d", ticket, want.Ticket)
-				}
+				checkWaiter(t, waiterOf(ws, c.Actor), waiterAfter, *want.Waiter)
 			}
 		})
 	}
@@ -505,7 +541,7 @@ func TestConformance(t *testing.T) {
 // checkRaw checks that a raw write the policy refuses is made by none of the transitions its
 // actor may run from the state before (grant, renew, release, markWaiting; revoke and settle for
 // the manager). Raw writes the policy admits are written for the API server's runner only.
-func checkRaw(t *testing.T, c conformance.Case, l, ql *coordinationv1.Lease) {
+func checkRaw(t *testing.T, c conformance.Case, l, ql *coordinationv1.Lease, ws []coordinationv1.Lease) {
 	t.Helper()
 	if c.Write == nil {
 		t.Fatal("a raw case gives its write")
@@ -515,6 +551,10 @@ func checkRaw(t *testing.T, c conformance.Case, l, ql *coordinationv1.Lease) {
 	}
 	if c.Expect.Refused.Policy == "" {
 		t.Fatal("a refused raw write names the policy's refusal")
+	}
+	if c.Write.Waiter != nil {
+		checkRawWaiter(t, c, l, ql, ws)
+		return
 	}
 	wantTok, err := resolveToken(c.Write.Token, c.Before.Token, l.ResourceVersion)
 	if err != nil {
@@ -529,7 +569,7 @@ func checkRaw(t *testing.T, c conformance.Case, l, ql *coordinationv1.Lease) {
 		transitions = append(transitions, "revoke", "settle", "setPermits")
 	}
 	for _, tr := range transitions {
-		after, _, _, _, err := run(c, tr, l, ql)
+		after, _, _, err := run(c, tr, l, ql, ws)
 		if err != nil || after == nil {
 			continue
 		}
@@ -543,8 +583,33 @@ func checkRaw(t *testing.T, c conformance.Case, l, ql *coordinationv1.Lease) {
 	}
 }
 
-func equalJSON(a, b any) bool {
-	x, err1 := json.Marshal(a)
-	y, err2 := json.Marshal(b)
-	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+// checkRawWaiter checks that a raw write of the actor's waiter Lease is made by none of its
+// transitions (join, beat and leave, with the ticket the Lease shows).
+func checkRawWaiter(t *testing.T, c conformance.Case, l, ql *coordinationv1.Lease, ws []coordinationv1.Lease) {
+	t.Helper()
+	before := waiterOf(ws, c.Actor)
+	if before == nil {
+		t.Fatal("a raw write of a waiter Lease starts from one the case gives")
+	}
+	wt, err := lease.WaiterTicket(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := *c.Write.Waiter
+	if want.Ticket == "same" {
+		want.Ticket = wt.String()
+	}
+	c.Args.Ticket = uint64(wt)
+	for _, tr := range []string{"join", "beat", "leave"} {
+		_, after, _, err := run(c, tr, l, ql, ws)
+		if err != nil {
+			continue
+		}
+		got, carried := after.Annotations[locksv1alpha1.TicketAnnotation]
+		if ptr.Deref(after.Spec.HolderIdentity, "") == want.Holder &&
+			after.Annotations[locksv1alpha1.JoinAnnotation] == strconv.Itoa(want.Join) &&
+			(want.Ticket == "rv" && !carried || got == want.Ticket) {
+			t.Errorf("%s by %s makes the write the policy refuses", tr, c.Actor)
+		}
+	}
 }

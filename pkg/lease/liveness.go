@@ -86,10 +86,6 @@ func Judge(q Queue, served Ticket, seen map[Ticket]Seen, podWaits func(holder st
 		}
 	}
 	j.Changed = len(q.Malformed) > 0 || q.Unreadable != ""
-	j.Queue = Queue{Next: q.Next}
-	if n := len(q.Waiters); n > 0 {
-		j.Queue.Next = max(j.Queue.Next, q.Waiters[n-1].Ticket+1)
-	}
 	for _, w := range q.Waiters {
 		if w.Ticket <= served {
 			continue // served entries go with the next write; not worth one of their own

@@ -27,12 +27,14 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -61,10 +63,10 @@ type mcSeed int
 
 const (
 	mcSeedNone      mcSeed = iota
-	mcSeedMalformed        // the queue starts with a malformed entry {"ticket":"x","holder":"evil"}
-	mcSeedDeadHead         // the queue's head is mcDead's entry, and the lock Lease is marked waited for
-	// mcSeedMaxTicket: the queue starts with a well-formed hostile entry {"ticket":2^64-1,
-	// "holder":"evil"} (nobody runs "evil"; the manager judges it dead).
+	mcSeedMalformed        // the queue Lease starts with a malformed entry {"ticket":"x","holder":"evil"}
+	mcSeedDeadHead         // the queue's head is mcDead's waiter Lease, and the lock Lease is marked waited for
+	// mcSeedMaxTicket: a hostile waiter Lease of "evil" carries ticket annotation 2^64-1 (nobody
+	// runs "evil").
 	mcSeedMaxTicket
 )
 
@@ -78,7 +80,7 @@ const (
 	mcRawHead
 	// mcGreedyNewcomer: a client takes a free lock although the Lease says waiters are queued.
 	mcGreedyNewcomer
-	// mcNoMarkLeft: a waiter that gives up removes its entry but skips lease.MarkLeft.
+	// mcNoMarkLeft: a waiter that gives up clears its waiter Lease but skips lease.MarkLeft.
 	mcNoMarkLeft
 	// mcLastWriteWins: the API server ignores the resourceVersion precondition of updates.
 	mcLastWriteWins
@@ -92,6 +94,12 @@ const (
 	// the lock's last token (another permit's, if it is still held) instead of the resourceVersion
 	// it is conditioned on.
 	mcReusedToken
+	// mcNoAfter: WriteQueue without its "after" field: a queue Lease write that re-adds an entry
+	// exactly as it was stored changes nothing, so the API server does not version it.
+	mcNoAfter
+	// mcDropGoesOn: a manager's drop of a dead waiter that conflicts (the waiter wrote: alive) does
+	// not end the reconcile, which serves a judged queue without that waiter.
+	mcDropGoesOn
 )
 
 type mcClientCfg struct {
@@ -107,9 +115,12 @@ type mcConfig struct {
 	seed    mcSeed
 	// Failure budgets, shared by all clients.
 	crashes, pauses, lost, giveUps int
-	lostJoin                       bool // lost responses may hit queue joins too (not only grants and releases)
+	lostJoin                       bool // lost responses may hit joins too (not only grants and releases)
 	podDeletes                     int
-	mutation                       mcMutation
+	// podRequeues: how often the pod may lose an earlier lock (a pod asking for several) while it
+	// holds this one: the manager releases its grant, and it asks again.
+	podRequeues int
+	mutation    mcMutation
 	// permits is the lock's spec.permits at the start (0 means 1); retarget, when not zero, is a
 	// value the user may set spec.permits to once, at any point (the manager then writes it with
 	// lease.SetPermits).
@@ -127,7 +138,18 @@ type mcVer struct {
 	q            Queue    // queue Lease: lease.ReadQueue (read-only: clone before changing)
 	tok, revoked uint64   // lock Lease: token and revoked-token annotations (revisions)
 	ptoks        []uint64 // lock Lease: the held permits' tokens, in permit order
-	shape        uint32   // everything else the model can observe, interned
+	holder       string   // waiter Lease: spec.holderIdentity
+	ticket       Ticket   // waiter Lease: WaiterTicket, 0 if it does not parse
+	// lrevs and trevs are the revisions the version carries, ranked in the state's key: the lock
+	// Lease's (its resourceVersions, tokens) and the queue's (the queue and waiter Leases'
+	// resourceVersions, tickets, a queue's "after"); shape is everything else the model can observe,
+	// interned.
+	lrevs, trevs []uint64
+	shape        uint32
+}
+
+func mcRV(l *coordinationv1.Lease) (uint64, error) {
+	return strconv.ParseUint(l.ResourceVersion, 10, 64)
 }
 
 func (m *mcModel) lockVer(l *coordinationv1.Lease) (*mcVer, error) {
@@ -135,65 +157,130 @@ func (m *mcModel) lockVer(l *coordinationv1.Lease) (*mcVer, error) {
 	if err != nil {
 		return nil, err
 	}
-	rv, err := strconv.ParseUint(l.ResourceVersion, 10, 64)
+	rv, err := mcRV(l)
+	if err != nil {
+		return nil, err
+	}
+	left, err := parseTicket(l, locksv1alpha1.LeftAnnotation)
 	if err != nil {
 		return nil, err
 	}
 	keys := make([]string, 0, len(l.Annotations))
 	for k := range l.Annotations {
-		if k != locksv1alpha1.TokenAnnotation && k != locksv1alpha1.RevokedTokenAnnotation {
-			keys = append(keys, k)
+		switch k {
+		case locksv1alpha1.TokenAnnotation, locksv1alpha1.RevokedTokenAnnotation, locksv1alpha1.TicketAnnotation,
+			locksv1alpha1.ReservedAnnotation, locksv1alpha1.LeftAnnotation:
+			continue // revisions: ranked below
 		}
+		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	var b strings.Builder
 	b.WriteString(st.Holder)
 	for _, k := range keys {
 		if strings.HasPrefix(k, locksv1alpha1.PermitAnnotationPrefix) {
-			continue // below, without its token (ranked in the key) and times
+			continue // below, without its token and ticket (ranked in the key) and times
 		}
 		b.WriteString("|" + k + "=" + l.Annotations[k])
 	}
 	ptoks := make([]uint64, len(st.Permits))
+	lrevs := []uint64{rv, uint64(st.Token), uint64(st.RevokedToken)}
+	trevs := []uint64{uint64(st.Served), uint64(st.Reserved), uint64(left)}
 	for i, p := range st.Permits {
 		ptoks[i] = uint64(p.Token)
+		lrevs, trevs = append(lrevs, uint64(p.Token)), append(trevs, uint64(p.Ticket))
 		if st.Semaphore {
-			fmt.Fprintf(&b, "|permit-%d=%s@%d", p.Number, p.Holder, p.Ticket)
+			fmt.Fprintf(&b, "|permit-%d=%s", p.Number, p.Holder)
 		}
 	}
 	// Not encoded: acquireTime, renewTime and leaseTransitions (also a permit's times). No
 	// decision of the model reads them (liveness is abstracted), so states that differ only there
 	// behave alike.
 	return &mcVer{l: l, rv: rv, st: st, tok: uint64(st.Token), revoked: uint64(st.RevokedToken), ptoks: ptoks,
-		shape: m.intern(b.String())}, nil
+		lrevs: lrevs, trevs: trevs, shape: m.intern(b.String())}, nil
 }
 
 func (m *mcModel) queueVer(l *coordinationv1.Lease) (*mcVer, error) {
-	rv, err := strconv.ParseUint(l.ResourceVersion, 10, 64)
+	rv, err := mcRV(l)
 	if err != nil {
 		return nil, err
 	}
-	return &mcVer{l: l, rv: rv, q: ReadQueue(l),
-		shape: m.intern(l.Annotations[locksv1alpha1.QueueAnnotation] + "|" +
-			l.Annotations[locksv1alpha1.QueueUnreadableAnnotation])}, nil
+	q := ReadQueue(l)
+	var doc struct {
+		After uint64 `json:"after"`
+	}
+	_ = json.Unmarshal([]byte(l.Annotations[locksv1alpha1.QueueAnnotation]), &doc) // an unreadable one has none
+	var b strings.Builder
+	revs := []uint64{rv, doc.After}
+	for _, w := range q.Waiters { // stored with ticket 0 (this version's write added it) or its ticket
+		fmt.Fprintf(&b, "%s@%t|", w.Holder, w.Ticket == Ticket(rv))
+		revs = append(revs, uint64(w.Ticket))
+	}
+	for _, mf := range q.Malformed {
+		b.WriteString("malformed:" + string(mf.Raw) + "|")
+	}
+	b.WriteString(q.Unreadable + "|" + l.Annotations[locksv1alpha1.QueueUnreadableAnnotation])
+	return &mcVer{l: l, rv: rv, q: q, trevs: revs, shape: m.intern(b.String())}, nil
+}
+
+// waiterVer is a version of a waiter Lease. Not encoded: renewTime (a beat: liveness is
+// abstracted) and the join counter (a join changes it, by how much decides nothing).
+func (m *mcModel) waiterVer(l *coordinationv1.Lease) (*mcVer, error) {
+	rv, err := mcRV(l)
+	if err != nil {
+		return nil, err
+	}
+	v := &mcVer{l: l, rv: rv}
+	if h := l.Spec.HolderIdentity; h != nil {
+		v.holder = *h
+	}
+	shape := "w|" + v.holder
+	ta, stamped := l.Annotations[locksv1alpha1.TicketAnnotation]
+	if t, err := WaiterTicket(l); err == nil {
+		v.ticket = t
+		shape += fmt.Sprintf("|stamped=%t", stamped)
+	} else {
+		shape += "|malformed ticket " + ta // a hostile seed's, not a revision
+	}
+	v.trevs = []uint64{rv, uint64(v.ticket)}
+	v.shape = m.intern(shape)
+	return v, nil
 }
 
 func cloneQueue(q Queue) Queue {
-	q.Waiters, q.Malformed = slices.Clone(q.Waiters), slices.Clone(q.Malformed)
+	q.Waiters, q.Added, q.Malformed = slices.Clone(q.Waiters), slices.Clone(q.Added), slices.Clone(q.Malformed)
 	return q
 }
 
-// mcEncodeQueue is the queue annotation WriteQueue stores for q.
-func mcEncodeQueue(q Queue) (string, error) {
-	var l coordinationv1.Lease
-	if err := WriteQueue(&l, q); err != nil {
-		return "", err
-	}
-	return l.Annotations[locksv1alpha1.QueueAnnotation], nil
+// waits reports whether waiter Lease version v shows holder waiting with ticket t (pkg/lock's
+// Locker.waits).
+func (v *mcVer) waits(holder string, t Ticket) bool {
+	return v != nil && v.holder == holder && v.ticket == t && t != 0
 }
 
-func mcHasEntry(q Queue, holder string, t Ticket) bool {
-	return slices.ContainsFunc(q.Waiters, func(w Waiter) bool { return w.Is(t, holder) })
+// mcMerge is the queue a reader assembles (pkg/lock's readQueue, the manager's syncQueue): the
+// queue Lease's pods merged with the waiter Leases that wait above served.
+func mcMerge(q *mcVer, ws [mcWaiterLeases]*mcVer, served Ticket) Queue {
+	var items []coordinationv1.Lease
+	for _, w := range ws {
+		if w != nil {
+			items = append(items, *w.l)
+		}
+	}
+	waiting, _ := Waiters(items, served)
+	return cloneQueue(q.q).Merge(waiting)
+}
+
+// mcListBasis is the revision a list of the waiter Leases stands for: the highest of theirs.
+// A write to one of them is in the list exactly when the list's basis is at or above it.
+func mcListBasis(ws [mcWaiterLeases]*mcVer) uint64 {
+	var b uint64
+	for _, w := range ws {
+		if w != nil {
+			b = max(b, w.rv)
+		}
+	}
+	return b
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -207,26 +294,30 @@ const (
 	pcFinished   mcPC = iota // all acquire cycles done
 	pcAcqRead                // acquire: read the lock Lease (a list or a watch event), then attempt
 	pcGrantCAS               // acquire: write lease.Grant on the copy read (a newcomer)
-	pcJoinReadQ              // join: read the queue Lease
-	pcJoinCAS                // join: write Queue.Join
+	pcJoinRead               // join: read its waiter Lease (none known, or the write conflicted)
+	pcJoinWrite              // join: create its waiter Lease, or update it (JoinWaiter)
 	pcMarkCAS                // write MarkWaiting on the lock copy the join decided from
-	pcBeatReadQ              // a resumed waiter shows its entry alive: read the queue Lease
-	pcBeatCAS                // write Queue.Beat
+	pcBeatRead               // beat: its write conflicted: read its waiter Lease
+	pcBeatWrite              // beat: update its waiter Lease (a new renewTime, Stamp)
 	pcHold                   // holding: next, Renew, or the first call of its release
 	pcRenewCAS               // write Renew
 	pcRenewRead              // renew conflicted: re-read the lock Lease
-	pcRelReadQ               // release: Release asked for the queue: read the queue Lease
+	pcRelReadQ               // release: Release asked for the queue: list the lock's Leases (queue and waiter Leases, one snapshot)
 	pcRelCAS                 // release: write Release
 	pcRelRead                // release conflicted or its response was lost: re-read the lock Lease
-	pcLeaveReadQ             // leave: read the queue Lease
-	pcLeaveCAS               // leave: write Queue.Leave
+	pcLeaveRead              // leave: its write conflicted: read its waiter Lease
+	pcLeaveWrite             // leave: clear its waiter Lease's holder (Stamp)
 	pcLeftRead               // leave: read the lock Lease
 	pcLeftCAS                // leave: write MarkLeft
 )
 
-var mcPCNames = [...]string{"finished", "acquire:read", "acquire:grant", "join:readQ", "join:write",
-	"markWaiting", "beat:readQ", "beat:write", "hold", "renew:write", "renew:read", "release:readQ",
-	"release:write", "release:read", "leave:readQ", "leave:write", "left:read", "left:write"}
+var mcPCNames = [...]string{"finished", "acquire:read", "acquire:grant", "join:read", "join:write",
+	"markWaiting", "beat:read", "beat:write", "hold", "renew:write", "renew:read", "release:readQ",
+	"release:write", "release:read", "leave:read", "leave:write", "left:read", "left:write"}
+
+// mcWaiterLeases is the number of waiter Lease slots: one per client, and one for a seed's
+// (mcDead's, or the hostile one).
+const mcWaiterLeases = 4
 
 type mcClient struct {
 	pc            mcPC
@@ -237,12 +328,15 @@ type mcClient struct {
 	leaveT        Ticket // the ticket being left
 	leaving       bool   // running the leave protocol (and releasing a grant served while leaving)
 	markAfterJoin bool   // the copy the join decided from showed no waiting mark
-	hasQ          bool   // release: the queue was read for this attempt
 	crashed       bool
 	paused        bool
 	stale         bool   // resumed, and has shown no sign of life since (judgeable dead)
 	lock          *mcVer // lock Lease copy: g.lease, or the copy a decision or write is computed from
-	q             *mcVer // queue Lease copy a queue write or a release is computed from
+	q             *mcVer // release: the queue Lease copy read, until the list
+	rq            *Queue // release: the queue read (queue Lease and waiter Leases merged), nil if not read
+	rqQ, rqW      uint64 // release: the revisions rq stands for (queue Lease, list of waiter Leases)
+	w             *mcVer // its waiter Lease as it last wrote it (Locker.mine), nil before its first write
+	wo            *mcVer // the waiter Lease copy the pending write is computed from (nil: a create)
 	tok           uint64 // belief: the token of the grant this client holds, 0 if none
 	unsure        uint64 // token of a grant write whose response was lost
 }
@@ -251,8 +345,10 @@ type mcMgrPC uint8
 
 const (
 	mIdle      mcMgrPC = iota // next: read the lock Lease (a reconcile starts)
-	mReadQ                    // read the queue Lease, judge it, plan
-	mWriteQ                   // write the judged queue
+	mListW                    // list the waiter Leases
+	mReadQ                    // read the queue Lease, merge, judge, plan the queue
+	mDrop                     // clear the holder of the next waiter Lease judged dead
+	mWriteQ                   // write the queue Lease (pods added or gone, malformed entries dropped)
 	mWriteLock                // write the plan (Revoke or Settle)
 )
 
@@ -262,7 +358,7 @@ const (
 	planKeep mcPlan = iota
 	planSettle
 	planRevoke  // lease.Revoke, revoked=true: a paused, crashed or silent holder
-	planRelease // lease.Revoke, revoked=false: a pod holder whose pod is gone
+	planRelease // lease.Revoke, revoked=false: a pod holder whose pod is gone (or lost an earlier lock)
 	planPermits // lease.SetPermits: spec.permits changed
 )
 
@@ -270,13 +366,20 @@ type mcManager struct {
 	pc      mcMgrPC
 	plan    mcPlan
 	lock    *mcVer
-	q       *mcVer
-	judged  string    // the judged queue (WriteQueue encoding), what the plan serves
-	judgedQ *Queue    // judged, parsed (read-only: clone before changing)
-	basis   uint64    // queue revision the judged queue stands for (its write, else the read)
-	drops   []mcEntry // entries the judgment drops (dead clients, gone pods)
-	victim  string    // planRevoke, planRelease: the holder of the permit to end
-	spec    int8      // planPermits: the spec.permits to write
+	ws      [mcWaiterLeases]*mcVer // the waiter Leases listed
+	q       *mcVer                 // the queue Lease read
+	read    *Queue                 // the queue as read (merged), before the judgment (mcRawHead)
+	judgedQ *Queue                 // the judged queue, what the plan serves (read-only)
+	store   *Queue                 // the queue Lease's pods to write, nil if it is not written
+	dead    []mcEntry              // clients judged dead whose waiter Lease is still to clear
+	gone    []mcEntry              // pods the queue Lease write drops
+	added   bool                   // the queue Lease write adds the pod: the reconcile ends with it
+	alive   bool                   // a drop conflicted (the waiter wrote): the reconcile ends after the drops
+	// basisQ, basisW: the revisions the judged queue stands for: the queue Lease's and the list's,
+	// each raised to the manager's own write of it (its plan counts as computed from what it wrote).
+	basisQ, basisW uint64
+	victim         string // planRevoke, planRelease: the holder of the permit to end
+	spec           int8   // planPermits: the spec.permits to write
 }
 
 type mcEntry struct {
@@ -291,12 +394,14 @@ type mcDrop struct {
 
 type mcPodState struct {
 	granted, deleted bool
+	lost             bool   // it lost an earlier lock: its grant here is to be released
 	owed             Ticket // ghost, as mcClient.owed
 }
 
 type mcState struct {
 	rev         uint64 // etcd's revision: the last one issued
 	lock, queue *mcVer
+	wl          [mcWaiterLeases]*mcVer // the waiter Leases (nil: none), client i's at i
 	cl          [3]mcClient
 	mgr         mcManager
 	pod         mcPodState
@@ -313,11 +418,11 @@ type mcState struct {
 	left    []mcEntry // entries whose owner completed the leave protocol
 	dropped []mcDrop  // entries the manager dropped as dead or gone
 	// budgets left
-	crashes, pauses, lost, giveUps, podDeletes, edits int8
+	crashes, pauses, lost, giveUps, podDeletes, podRequeues, edits int8
 
 	id       int32  // not part of the state: its index in the explorer
 	lostUsed bool   // not part of the state: the step applied a write and lost its response
-	ev       uint32 // not part of the state: the events (mcEvent) of the step that made it
+	ev       uint64 // not part of the state: the events (mcEvent) of the step that made it
 	viol     string // not part of the state: a property the step that made this state broke
 	note     string // not part of the state: what the step did (traces only)
 }
@@ -366,20 +471,24 @@ const (
 	evRaisedWithWaiters
 	evBackToLock
 	evHoldsUnknowing
+	evPodRequeued
 	evCount
 )
+
+// s.ev holds one bit per event.
+var _ [64 - evCount]struct{}
 
 var mcEventNames = [evCount]string{"newcomer grant", "handover by release", "handover to a judgeable-dead waiter",
 	"release kept the lock for the pod", "pod granted", "gone pod's grant released", "revoked",
 	"revoked with handover", "revoked a grant its holder did not know of", "settle served the queue",
 	"settle set the waiting mark", "settle cleared the waiting mark", "waiter saw it was served",
-	"waiter saw it was skipped", "waiter marked again", "beat found the entry gone", "dropped a dead waiter",
+	"waiter saw it was skipped", "waiter marked again", "beat found its waiter Lease dropped", "dropped a dead waiter",
 	"dropped a gone pod", "dropped a malformed entry", "leave completed", "served while leaving, released",
-	"lost grant response recognised", "lost join response (orphan entry)", "lost release response",
+	"lost grant response recognised", "lost join response (orphan waiter Lease)", "lost release response",
 	"grant found lost", "two permits held", "queue served onto a permit beside a holder",
 	"permits lowered below the permits held", "release left no room (permits lowered)",
 	"permits raised with waiters queued", "semaphore back to the lock format",
-	"beat found the entry gone after it was served"}
+	"beat found the entry gone after it was served", "pod asked again after its grant was released"}
 
 func (m *mcModel) hit(s *mcState, e mcEvent) { s.ev |= 1 << e }
 
@@ -394,7 +503,8 @@ type mcModel struct {
 	seedA   maphash.Seed
 	seedB   maphash.Seed
 	buf     []byte
-	lk, qk  []uint64
+	rk      [2][]uint64 // the state's revisions of each domain, ranked (key)
+	collect bool        // key: collecting revisions into rk, not encoding
 }
 
 func newModel(cfg mcConfig) *mcModel {
@@ -446,15 +556,34 @@ func (m *mcModel) initial() (*mcState, error) {
 	if _, err := SetPermits(lock, int(s.spec)); err != nil {
 		return nil, err
 	}
-	q := Queue{Next: 1}
+	ref := LockOf(lock)
+	if ref == nil {
+		return nil, errors.New("LockOf found no lock for the lock Lease")
+	}
+	var q Queue
+	var seed *coordinationv1.Lease // a waiter Lease nobody modelled runs
 	switch m.cfg.seed {
 	case mcSeedMalformed:
 		q.Malformed = []Malformed{{Raw: json.RawMessage(`{"ticket":"x","holder":"evil"}`)}}
 	case mcSeedMaxTicket:
-		q.Waiters = []Waiter{{Ticket: ^Ticket(0), Holder: "evil"}}
+		seed = NewWaiter("ns", locksv1alpha1.WaiterLeaseName(ref.UID, "evil"), ref)
+		JoinWaiter(nil, seed, "evil", mcT0)
+		setAnnotation(seed, locksv1alpha1.TicketAnnotation, "18446744073709551615")
 	case mcSeedDeadHead:
-		q.Join(mcDead, 0, mcT0)
-		MarkWaiting(lock) // mcDead joined, marked the lock waited for, and crashed
+		seed = NewWaiter("ns", locksv1alpha1.WaiterLeaseName(ref.UID, mcDead), ref)
+		JoinWaiter(nil, seed, mcDead, mcT0)
+	}
+	if seed != nil {
+		s.rev++
+		seed.ResourceVersion = strconv.FormatUint(s.rev, 10)
+		v, err := m.waiterVer(seed)
+		if err != nil {
+			return nil, err
+		}
+		s.wl[mcWaiterLeases-1] = v
+		if m.cfg.seed == mcSeedDeadHead {
+			MarkWaiting(lock) // mcDead joined, marked the lock waited for, and crashed
+		}
 	}
 	s.rev++
 	lock.ResourceVersion = strconv.FormatUint(s.rev, 10)
@@ -463,7 +592,7 @@ func (m *mcModel) initial() (*mcState, error) {
 		return nil, errors.New("QueueOf found no queue for the lock Lease")
 	}
 	ql := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
-	if err := WriteQueue(ql, q); err != nil {
+	if err := m.writeQueue(ql, q); err != nil {
 		return nil, err
 	}
 	s.rev++
@@ -480,7 +609,7 @@ func (m *mcModel) initial() (*mcState, error) {
 		s.cl[i] = mcClient{pc: pcAcqRead, cyclesLeft: int8(c.cycles - 1)}
 	}
 	s.crashes, s.pauses, s.lost = int8(m.cfg.crashes), int8(m.cfg.pauses), int8(m.cfg.lost)
-	s.giveUps, s.podDeletes = int8(m.cfg.giveUps), int8(m.cfg.podDeletes)
+	s.giveUps, s.podDeletes, s.podRequeues = int8(m.cfg.giveUps), int8(m.cfg.podDeletes), int8(m.cfg.podRequeues)
 	if m.cfg.retarget != 0 {
 		s.edits = 1
 	}
@@ -488,60 +617,138 @@ func (m *mcModel) initial() (*mcState, error) {
 	return s, nil
 }
 
+// writeQueue is WriteQueue, or its mcNoAfter mutation.
+func (m *mcModel) writeQueue(l *coordinationv1.Lease, q Queue) error {
+	if err := WriteQueue(l, q); err != nil || m.cfg.mutation != mcNoAfter {
+		return err
+	}
+	var doc map[string]json.RawMessage // BROKEN: the version written over is not recorded
+	if err := json.Unmarshal([]byte(l.Annotations[locksv1alpha1.QueueAnnotation]), &doc); err != nil {
+		return err
+	}
+	delete(doc, "after")
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	setAnnotation(l, locksv1alpha1.QueueAnnotation, string(b))
+	return nil
+}
+
+// now is a client's clock for the writes that show it alive (Renew, a beat): a time no write
+// stored before, so that such a write always changes its Lease, as in real time.
+func (m *mcModel) now(s *mcState) time.Time {
+	return mcT0.Add(time.Duration(s.rev+1) * time.Microsecond)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Writes: the API server's compare-and-swap, through lease.CAS.
+
+type mcObj uint8
+
+const (
+	objLock   mcObj = iota
+	objQueue        // the queue Lease
+	objWaiter       // a waiter Lease
+)
 
 type mcWriter struct {
 	m      *mcModel
 	s      *mcState
-	lock   bool // the lock Lease, else the queue Lease
+	obj    mcObj
+	j      int  // objWaiter: its slot
 	lost   bool // apply the write but lose its response
 	stored *mcVer
+	noop   bool  // the write changed nothing: the API server kept the version (and the revision)
 	err    error // the stored Lease does not parse: a transition wrote garbage
 }
 
+func (w *mcWriter) cur() *mcVer {
+	switch w.obj {
+	case objLock:
+		return w.s.lock
+	case objQueue:
+		return w.s.queue
+	}
+	return w.s.wl[w.j]
+}
+
+func (w *mcWriter) ver(l *coordinationv1.Lease) (*mcVer, error) {
+	switch w.obj {
+	case objLock:
+		return w.m.lockVer(l)
+	case objQueue:
+		return w.m.queueVer(l)
+	}
+	return w.m.waiterVer(l)
+}
+
+// mcUnchanged reports whether an update of cur to l changes nothing the API server stores: it
+// then answers with cur as stored, without a new resourceVersion.
+func mcUnchanged(l, cur *coordinationv1.Lease) bool {
+	return maps.Equal(l.Annotations, cur.Annotations) && maps.Equal(l.Labels, cur.Labels) &&
+		equality.Semantic.DeepEqual(l.Spec, cur.Spec) && equality.Semantic.DeepEqual(l.OwnerReferences, cur.OwnerReferences)
+}
+
 func (w *mcWriter) Update(_ context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	cur := w.s.queue
-	if w.lock {
-		cur = w.s.lock
+	cur := w.cur()
+	if cur == nil {
+		return nil, apierrors.NewNotFound(mcLeases, l.Name)
 	}
 	if l.ResourceVersion != cur.l.ResourceVersion && w.m.cfg.mutation != mcLastWriteWins {
 		return nil, apierrors.NewConflict(mcLeases, l.Name, errors.New("the object has been modified"))
 	}
+	if mcUnchanged(l, cur.l) {
+		w.stored, w.noop = cur, true
+		return w.answer()
+	}
+	return w.store(l)
+}
+
+// Create creates waiter Lease w.j.
+func (w *mcWriter) Create(l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	if w.cur() != nil {
+		return nil, apierrors.NewAlreadyExists(mcLeases, l.Name)
+	}
+	return w.store(l)
+}
+
+// store stores l at the next revision and answers.
+func (w *mcWriter) store(l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	w.s.rev++
 	l.ResourceVersion = strconv.FormatUint(w.s.rev, 10)
-	var v *mcVer
-	if w.lock {
-		v, w.err = w.m.lockVer(l)
-	} else {
-		v, w.err = w.m.queueVer(l)
-	}
-	if w.err != nil {
+	if w.stored, w.err = w.ver(l); w.err != nil {
 		return nil, w.err
 	}
-	w.stored = v
+	return w.answer()
+}
+
+// answer is the API server's answer to a write applied: the Lease as stored, or a lost response.
+func (w *mcWriter) answer() (*coordinationv1.Lease, error) {
 	if w.lost {
 		return nil, apierrors.NewTimeoutError("the response was lost", 1)
 	}
-	return l, nil
+	return w.stored.l, nil
 }
 
 // mcMeta is what a lock write was decided from, for the properties.
 type mcMeta struct {
-	basis uint64 // queue revision the served queue was read at (or written at, by the manager)
-	q     *Queue // the queue the write served, nil if none
+	// basisQ, basisW: the revisions of the queue Lease and of the list of waiter Leases the served
+	// queue was read at (or written at, by the manager)
+	basisQ, basisW uint64
+	q              *Queue // the queue the write served, nil if none
 }
 
 // casLock writes mutate(copy of from) to the lock Lease, conditioned on from's resourceVersion.
 // It reports the stored version when the write was applied (also when its response was lost).
 func (m *mcModel) casLock(s *mcState, from *mcVer, lost bool, meta mcMeta,
 	mutate func(*coordinationv1.Lease) error) (*mcVer, error) {
-	w := &mcWriter{m: m, s: s, lock: true, lost: lost}
+	w := &mcWriter{m: m, s: s, obj: objLock, lost: lost}
 	_, err := CAS(context.Background(), w, from.l, mutate)
 	if w.err != nil {
 		m.fail(s, "a write stored a lock Lease that does not parse: %v", w.err)
 	}
-	if w.stored != nil {
+	if w.stored != nil && !w.noop {
 		s.lostUsed = s.lostUsed || lost
 		old := s.lock
 		s.lock = w.stored
@@ -550,19 +757,44 @@ func (m *mcModel) casLock(s *mcState, from *mcVer, lost bool, meta mcMeta,
 	return w.stored, err
 }
 
-func (m *mcModel) casQueue(s *mcState, from *mcVer, lost bool, change func(*Queue)) (*mcVer, error) {
-	w := &mcWriter{m: m, s: s, lost: lost}
+// casQueue writes the queue Lease from version from, storing q (m.writeQueue).
+func (m *mcModel) casQueue(s *mcState, from *mcVer, q Queue) (*mcVer, error) {
+	w := &mcWriter{m: m, s: s, obj: objQueue}
 	_, err := CAS(context.Background(), w, from.l, func(next *coordinationv1.Lease) error {
-		q := cloneQueue(from.q)
-		change(&q)
-		return WriteQueue(next, q)
+		return m.writeQueue(next, q)
 	})
 	if w.err != nil {
 		m.fail(s, "a write stored a queue Lease that does not parse: %v", w.err)
 	}
 	if w.stored != nil {
-		s.lostUsed = s.lostUsed || lost
 		s.queue = w.stored
+	}
+	return w.stored, err
+}
+
+// casWaiter writes waiter Lease j from version from (CAS), or creates it when from is nil (the
+// Lease as NewWaiter makes it, then change). change reports whether to write at all.
+func (m *mcModel) casWaiter(s *mcState, j int, from *mcVer, lost bool,
+	change func(old, next *coordinationv1.Lease)) (*mcVer, error) {
+	w := &mcWriter{m: m, s: s, obj: objWaiter, j: j, lost: lost}
+	var err error
+	if from == nil {
+		ref := LockOf(s.lock.l)
+		next := NewWaiter("ns", locksv1alpha1.WaiterLeaseName(ref.UID, m.ids[j]), ref)
+		change(nil, next)
+		_, err = w.Create(next)
+	} else {
+		_, err = CAS(context.Background(), w, from.l, func(next *coordinationv1.Lease) error {
+			change(from.l, next)
+			return nil
+		})
+	}
+	if w.err != nil {
+		m.fail(s, "a write stored a waiter Lease that does not parse: %v", w.err)
+	}
+	if w.stored != nil {
+		s.lostUsed = s.lostUsed || lost
+		s.wl[j] = w.stored
 	}
 	return w.stored, err
 }
@@ -577,6 +809,10 @@ func (m *mcModel) afterLockWrite(s *mcState, old, nw *mcVer, meta mcMeta) {
 	for _, p := range os.Permits {
 		if _, ok := ns.Permit(p.Holder, p.Token); !ok {
 			s.ended = append(slices.Clip(s.ended), uint64(p.Token)) // that grant ended
+			if p.Holder == mcPod && !s.pod.deleted {                // released as it lost an earlier lock: it asks again
+				s.pod.granted, s.pod.lost, s.pod.owed = false, false, 0
+				m.hit(s, evPodRequeued)
+			}
 		}
 	}
 	var granted []Permit
@@ -674,16 +910,22 @@ func (m *mcModel) afterLockWrite(s *mcState, old, nw *mcVer, meta mcMeta) {
 	if ns.Waiting { // a lock write after their join marks the lock waited for: owed FIFO from now on
 		for i := range m.ids {
 			c := &s.cl[i]
-			if c.ticket != 0 && mcHasEntry(s.queue.q, m.ids[i], c.ticket) {
+			if c.ticket != 0 && s.wl[i].waits(m.ids[i], c.ticket) {
 				c.owed = c.ticket
 			}
 		}
-		if m.podAsking(s) {
-			if i := slices.IndexFunc(s.queue.q.Waiters, func(w Waiter) bool { return w.Holder == mcPod }); i >= 0 {
-				s.pod.owed = s.queue.q.Waiters[i].Ticket
-			}
+		if t, ok := m.podTicket(s); ok && m.podAsking(s) {
+			s.pod.owed = t
 		}
 	}
+}
+
+// podTicket returns the ticket of the pod's entry in the queue Lease, if it has one.
+func (m *mcModel) podTicket(s *mcState) (Ticket, bool) {
+	if i := slices.IndexFunc(s.queue.q.Waiters, func(w Waiter) bool { return w.Holder == mcPod }); i >= 0 {
+		return s.queue.q.Waiters[i].Ticket, true
+	}
+	return 0, false
 }
 
 // checkQueueGrant checks a write that served the queue entry (holder, t) (P4, P5, P6).
@@ -691,10 +933,14 @@ func (m *mcModel) checkQueueGrant(s *mcState, holder string, t, served Ticket, m
 	if slices.Contains(s.left, mcEntry{holder, t}) {
 		m.fail(s, "P4 left: %s %s (ticket %d), which completed leaving the queue", what, holder, t)
 	}
+	basis := meta.basisW // a client's entry is its waiter Lease, a pod's is in the queue Lease
+	if holder == mcPod {
+		basis = meta.basisQ
+	}
 	for _, d := range s.dropped {
-		if d.mcEntry == (mcEntry{holder, t}) && meta.basis >= d.rev {
-			m.fail(s, "P5 dropped: %s %s (ticket %d), dropped as dead at queue revision %d, from a queue of revision %d",
-				what, holder, t, d.rev, meta.basis)
+		if d.mcEntry == (mcEntry{holder, t}) && basis >= d.rev {
+			m.fail(s, "P5 dropped: %s %s (ticket %d), dropped as dead at revision %d, from a queue read at revision %d",
+				what, holder, t, d.rev, basis)
 		}
 	}
 	for _, w := range m.liveWaiters(s, false) { // owed or not: tickets are issued in join order
@@ -715,16 +961,12 @@ func (m *mcModel) liveWaiters(s *mcState, owed bool) []mcEntry {
 		if c.crashed || c.paused || c.stale || c.leaving || c.ticket == 0 || owed && c.owed != c.ticket {
 			continue
 		}
-		if mcHasEntry(s.queue.q, id, c.ticket) {
+		if s.wl[i].waits(id, c.ticket) {
 			out = append(out, mcEntry{id, c.ticket})
 		}
 	}
-	if m.podAsking(s) {
-		if i := slices.IndexFunc(s.queue.q.Waiters, func(w Waiter) bool { return w.Holder == mcPod }); i >= 0 {
-			if t := s.queue.q.Waiters[i].Ticket; !owed || s.pod.owed == t {
-				out = append(out, mcEntry{mcPod, t})
-			}
-		}
+	if t, ok := m.podTicket(s); ok && m.podAsking(s) && (!owed || s.pod.owed == t) {
+		out = append(out, mcEntry{mcPod, t})
 	}
 	return out
 }
@@ -815,35 +1057,36 @@ func (m *mcModel) normalize(s *mcState) {
 			continue
 		}
 		staleLock := c.lock != nil && c.lock.rv != s.lock.rv
-		staleQ := c.q != nil && c.q.rv != s.queue.rv
+		// A waiter Lease write from a copy that is gone, or a create of one that exists.
+		staleW := c.wo != s.wl[i] && (c.wo == nil || c.wo.rv != s.wl[i].rv)
 		var next mcPC
 		switch {
 		case c.pc == pcGrantCAS && staleLock, c.pc == pcMarkCAS && staleLock:
 			next = pcAcqRead
-		case c.pc == pcJoinCAS && staleQ:
-			next = pcJoinReadQ
-		case c.pc == pcBeatCAS && staleQ:
-			next = pcBeatReadQ
+		case c.pc == pcJoinWrite && staleW:
+			next = pcJoinRead
+		case c.pc == pcBeatWrite && staleW:
+			next = pcBeatRead
 		case c.pc == pcRenewCAS && staleLock:
 			next = pcRenewRead
 		case (c.pc == pcRelCAS || c.pc == pcRelReadQ) && staleLock:
 			next = pcRelRead
-		case c.pc == pcLeaveCAS && staleQ:
-			next = pcLeaveReadQ
+		case c.pc == pcLeaveWrite && staleW:
+			next = pcLeaveRead
 		case c.pc == pcLeftCAS && staleLock:
 			next = pcLeftRead
 		default:
 			continue
 		}
 		m.say(s, " [%s's pending %s conflicts]", m.ids[i], mcPCNames[c.pc])
-		c.pc = next
-		if next != pcJoinReadQ && next != pcBeatReadQ && next != pcLeaveReadQ {
-			c.q, c.hasQ = nil, false
-		} else {
-			c.q = nil
-		}
+		c.pc, c.q, c.rq, c.rqQ, c.rqW, c.wo = next, nil, nil, 0, 0, nil
 	}
 	mg := &s.mgr
+	for mg.pc == mDrop && mg.ws[m.deadSlot(mg.dead[0])].rv != s.wl[m.deadSlot(mg.dead[0])].rv {
+		m.say(s, " [the manager's pending drop of %s conflicts]", mg.dead[0].holder)
+		mg.dead, mg.alive = mg.dead[1:], true
+		m.managerNext(s)
+	}
 	if mg.pc == mWriteQ && mg.q.rv != s.queue.rv || mg.pc == mWriteLock && mg.lock.rv != s.lock.rv {
 		m.say(s, " [the manager's pending write conflicts]")
 		m.managerIdle(s)
@@ -864,7 +1107,7 @@ func (m *mcModel) clientSteps(s *mcState, i int, emit mcEmit) {
 		return
 	}
 	m.runningSteps(s, i, emit)
-	if s.lost > 0 && (c.pc == pcGrantCAS || c.pc == pcRelCAS || c.pc == pcHold || c.pc == pcJoinCAS) {
+	if s.lost > 0 && (c.pc == pcGrantCAS || c.pc == pcRelCAS || c.pc == pcHold || c.pc == pcJoinWrite && m.cfg.lostJoin) {
 		ns := s.clone()
 		ns.lost--
 		m.say(ns, "(lost response) ")
@@ -876,9 +1119,14 @@ func (m *mcModel) clientSteps(s *mcState, i int, emit mcEmit) {
 		ns := s.clone()
 		ns.giveUps--
 		nc := &ns.cl[i]
-		nc.leaveT, nc.ticket, nc.owed, nc.leaving, nc.pc = nc.ticket, 0, 0, true, pcLeaveReadQ
+		nc.leaveT, nc.ticket, nc.owed, nc.leaving = nc.ticket, 0, 0, true
 		m.say(ns, "%s gives up waiting (ticket %d); ", id, nc.leaveT)
-		m.step(ns, i, false)
+		if nc.w.waits(id, nc.leaveT) { // leave(): decided on the copy it wrote last
+			nc.pc, nc.wo = pcLeaveWrite, nc.w
+			m.step(ns, i, false)
+		} else { // the key keeps its copy as current or stale only: it relies on this
+			m.fail(ns, "model: %s's last write of its waiter Lease does not show it waiting with ticket %d", id, nc.leaveT)
+		}
 		emit(ns, kindFailure)
 	}
 	if s.crashes > 0 {
@@ -907,7 +1155,12 @@ func (m *mcModel) runningSteps(s *mcState, i int, emit mcEmit) {
 	if c.pc == pcAcqRead && c.ticket != 0 && c.stale { // its beat timer fired as well
 		ns := s.clone()
 		m.say(ns, "%s beats: ", id)
-		m.readQueue(ns, i, pcBeatCAS)
+		if nc := &ns.cl[i]; nc.w.waits(id, nc.ticket) { // decided on the copy it wrote last
+			nc.pc, nc.wo = pcBeatWrite, nc.w
+			m.step(ns, i, false)
+		} else { // the key keeps its copy as current or stale only: it relies on this
+			m.fail(ns, "model: %s's last write of its waiter Lease does not show it waiting with ticket %d", id, nc.ticket)
+		}
 		emit(ns, kindStep)
 	}
 	if c.pc == pcHold && c.renewsLeft > 0 {
@@ -957,36 +1210,47 @@ func (m *mcModel) step(s *mcState, i int, lost bool) {
 			m.fail(s, "unexpected error from %s's Grant: %v", id, err)
 		}
 
-	case pcJoinReadQ:
-		m.say(s, "%s joins: ", id)
-		m.readQueue(s, i, pcJoinCAS)
+	case pcJoinRead:
+		c.wo = s.wl[i]
+		m.say(s, "%s joins: reads its waiter Lease %s", id, m.waiterString(c.wo))
+		c.pc = pcJoinWrite
 
-	case pcJoinCAS:
-		var t Ticket
-		served := c.lock.st.Served
-		out, err := m.casQueue(s, c.q, lost && m.cfg.lostJoin, func(q *Queue) { t = q.Join(id, served, mcT0) })
-		c.q = nil
+	case pcJoinWrite:
+		lockCopy := c.lock
+		dur := lockCopy.st.Duration
+		out, err := m.casWaiter(s, i, c.wo, lost, func(old, next *coordinationv1.Lease) {
+			if secs := int32(dur / time.Second); secs > 0 {
+				next.Spec.LeaseDurationSeconds = &secs
+			}
+			JoinWaiter(old, next, id, mcT0)
+		})
+		verb := "updates"
+		if c.wo == nil {
+			verb = "creates"
+		}
+		c.wo = nil
 		switch {
 		case out != nil && !lost:
-			m.say(s, "%s writes Join: ticket %d", id, t)
-			if !mcHasEntry(out.q, id, t) {
-				m.fail(s, "P6 join: %s's join landed, but its entry (ticket %d) does not read back as a waiter "+
+			t, _ := WaiterTicket(out.l)
+			m.say(s, "%s %s its waiter Lease (join): ticket %d", id, verb, t)
+			if w, _ := Waiters([]coordinationv1.Lease{*out.l}, s.lock.st.Served); len(w) != 1 || !w[0].Is(t, id) {
+				m.fail(s, "P6 join: %s's join landed, but its waiter Lease (ticket %d) does not read back as a waiter "+
 					"(readers skip it): it is not queued", id, t)
 			}
-			c.ticket, c.owed, c.stale = t, 0, false
+			c.w, c.ticket, c.owed, c.stale = out, t, 0, false
 			c.pc = pcAcqRead
 			if c.markAfterJoin {
 				c.pc = pcMarkCAS
 			}
 		case out != nil: // join returns an error: a.ticket = 0, and Acquire retries from a list
 			m.hit(s, evLostJoin)
-			m.say(s, "%s writes Join with ticket %d%s", id, t, ctx)
+			m.say(s, "%s %s its waiter Lease (join, ticket %d)%s", id, verb, out.rv, ctx)
 			c.pc = pcAcqRead
-		case apierrors.IsConflict(err):
-			m.say(s, "%s writes Join: conflict", id)
-			c.pc = pcJoinReadQ
+		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
+			m.say(s, "%s %s its waiter Lease (join): conflict", id, verb)
+			c.pc = pcJoinRead
 		default:
-			m.fail(s, "unexpected error from %s's Join: %v", id, err)
+			m.fail(s, "unexpected error from %s's join: %v", id, err)
 		}
 
 	case pcMarkCAS:
@@ -1007,26 +1271,36 @@ func (m *mcModel) step(s *mcState, i int, lost bool) {
 		}
 		c.pc = pcAcqRead
 
-	case pcBeatReadQ:
-		m.say(s, "%s beats: ", id)
-		m.readQueue(s, i, pcBeatCAS)
+	case pcBeatRead:
+		c.wo = s.wl[i]
+		m.say(s, "%s reads its waiter Lease %s", id, m.waiterString(c.wo))
+		if c.wo.waits(id, c.ticket) {
+			c.pc = pcBeatWrite
+		} else {
+			m.beatGone(s, i)
+		}
 
-	case pcBeatCAS:
-		out, err := m.casQueue(s, c.q, false, func(q *Queue) { q.Beat(c.ticket, id) })
-		c.q = nil
+	case pcBeatWrite:
+		now := m.now(s)
+		out, err := m.casWaiter(s, i, c.wo, false, func(old, next *coordinationv1.Lease) {
+			rt := metav1.NewMicroTime(now)
+			next.Spec.RenewTime = &rt
+			Stamp(old, next)
+		})
+		c.wo = nil
 		switch {
 		case out != nil:
-			m.say(s, "%s writes Beat", id)
-			c.stale, c.pc = false, pcAcqRead
+			m.say(s, "%s writes its beat", id)
+			c.w, c.stale, c.pc = out, false, pcAcqRead
 		case apierrors.IsConflict(err):
-			m.say(s, "%s writes Beat: conflict", id)
-			c.pc = pcBeatReadQ
+			m.say(s, "%s writes its beat: conflict", id)
+			c.pc = pcBeatRead
 		default:
-			m.fail(s, "unexpected error from %s's Beat: %v", id, err)
+			m.fail(s, "unexpected error from %s's beat: %v", id, err)
 		}
 
 	case pcHold: // decides to release, and makes the first call of it
-		c.hasQ, c.q = false, nil
+		c.q, c.rq, c.rqQ, c.rqW = nil, nil, 0, 0
 		m.decideRelease(s, i)
 		if c.pc == pcRelReadQ || c.pc == pcRelCAS {
 			m.step(s, i, lost)
@@ -1062,18 +1336,19 @@ func (m *mcModel) step(s *mcState, i int, lost bool) {
 			c.pc = pcRenewCAS
 		}
 
-	case pcRelReadQ:
-		m.say(s, "%s reads the queue Lease for its release: %s", id, m.queueString(s.queue))
-		c.q, c.hasQ = s.queue, true
+	case pcRelReadQ: // one list by the lock's uid label: the queue Lease and the waiter Leases at one revision
+		q := mcMerge(s.queue, s.wl, c.lock.st.Served)
+		m.say(s, "%s lists the lock's Leases for its release: the queue is %s", id, m.queueEntries(q))
+		c.q, c.rq, c.rqQ, c.rqW = nil, &q, s.queue.rv, mcListBasis(s.wl)
 		m.decideRelease(s, i)
 
 	case pcRelCAS:
 		tok := token.Token(c.tok)
 		var q *Queue
 		meta := mcMeta{}
-		if c.hasQ {
-			qq := cloneQueue(c.q.q)
-			q, meta = &qq, mcMeta{basis: c.q.rv, q: &qq}
+		if c.rq != nil {
+			qq := cloneQueue(*c.rq)
+			q, meta = &qq, mcMeta{basisQ: c.rqQ, basisW: c.rqW, q: &qq}
 		}
 		var h Handover
 		out, err := m.casLock(s, c.lock, lost, meta, func(next *coordinationv1.Lease) error {
@@ -1092,35 +1367,46 @@ func (m *mcModel) step(s *mcState, i int, lost bool) {
 		case out != nil: // Release returns an error: the caller calls it again (Grant.update)
 			m.hit(s, evLostRelease)
 			m.say(s, "%s writes Release%s%s", id, m.handoverString(h), ctx)
-			c.pc, c.hasQ, c.q = pcRelRead, false, nil
+			c.pc, c.q, c.rq, c.rqQ, c.rqW = pcRelRead, nil, nil, 0, 0
 		case apierrors.IsConflict(err):
 			m.say(s, "%s writes Release: conflict", id)
-			c.pc, c.hasQ, c.q = pcRelRead, false, nil
+			c.pc, c.q, c.rq, c.rqQ, c.rqW = pcRelRead, nil, nil, 0, 0
 		default:
 			m.fail(s, "unexpected error from %s's Release: %v", id, err)
 		}
 
 	case pcRelRead:
-		c.lock, c.hasQ, c.q = s.lock, false, nil
+		c.lock, c.q, c.rq, c.rqQ, c.rqW = s.lock, nil, nil, 0, 0
 		m.say(s, "%s re-reads the lock Lease to release: %s", id, m.stateString(c.lock.st))
 		m.decideRelease(s, i)
 
-	case pcLeaveReadQ:
-		m.say(s, "%s leaves: ", id)
-		m.readQueue(s, i, pcLeaveCAS)
+	case pcLeaveRead:
+		c.wo = s.wl[i]
+		m.say(s, "%s reads its waiter Lease to leave %s", id, m.waiterString(c.wo))
+		if c.wo.waits(id, c.leaveT) {
+			c.pc = pcLeaveWrite
+		} else {
+			m.say(s, ": it waits no more")
+			c.wo = nil
+			m.afterLeave(s, i)
+		}
 
-	case pcLeaveCAS:
-		out, err := m.casQueue(s, c.q, false, func(q *Queue) { q.Leave(c.leaveT, id) })
-		c.q = nil
+	case pcLeaveWrite:
+		out, err := m.casWaiter(s, i, c.wo, false, func(old, next *coordinationv1.Lease) {
+			next.Spec.HolderIdentity = nil
+			Stamp(old, next)
+		})
+		c.wo = nil
 		switch {
 		case out != nil:
-			m.say(s, "%s writes Leave (ticket %d)", id, c.leaveT)
+			m.say(s, "%s clears its waiter Lease (leaves ticket %d)", id, c.leaveT)
+			c.w = out
 			m.afterLeave(s, i)
 		case apierrors.IsConflict(err):
-			m.say(s, "%s writes Leave: conflict", id)
-			c.pc = pcLeaveReadQ
+			m.say(s, "%s clears its waiter Lease: conflict", id)
+			c.pc = pcLeaveRead
 		default:
-			m.fail(s, "unexpected error from %s's Leave: %v", id, err)
+			m.fail(s, "unexpected error from %s's leave: %v", id, err)
 		}
 
 	case pcLeftRead:
@@ -1131,7 +1417,7 @@ func (m *mcModel) step(s *mcState, i int, lost bool) {
 			m.say(s, "it was served while leaving; releases that grant. ")
 			m.hit(s, evServedWhileLeaving)
 			p, _ := c.lock.st.HolderOf(id)
-			c.tok, c.hasQ, c.q = uint64(p.Token), false, nil
+			c.tok, c.q, c.rq, c.rqQ, c.rqW = uint64(p.Token), nil, nil, 0, 0
 			m.decideRelease(s, i)
 		case err != nil:
 			m.fail(s, "unexpected error from %s's MarkLeft: %v", id, err)
@@ -1158,35 +1444,19 @@ func (m *mcModel) step(s *mcState, i int, lost bool) {
 	}
 }
 
-// readQueue reads the queue Lease for a join, a beat or a leave and decides the write (then).
-func (m *mcModel) readQueue(s *mcState, i int, then mcPC) {
+// beatGone: a beat found its waiter Lease waiting no more (the manager dropped it): the waiter
+// is not queued, and attempts again (queues again).
+func (m *mcModel) beatGone(s *mcState, i int) {
 	c := &s.cl[i]
-	id := m.ids[i]
-	c.q = s.queue
-	m.say(s, "reads the queue Lease %s", m.queueString(s.queue))
-	c.pc = then
-	switch then {
-	case pcBeatCAS:
-		q := cloneQueue(c.q.q)
-		if !q.Beat(c.ticket, id) { // the entry is gone: attempt again (queue again)
-			m.say(s, "; its entry (ticket %d) is gone: attempts again", c.ticket)
-			m.hit(s, evBeatGone)
-			if st := s.lock.st; st.Semaphore && Served(st, id, c.ticket) {
-				m.hit(s, evHoldsUnknowing) // next, it finds it holds a permit, and waits for it to end
-			}
-			c.q, c.ticket, c.owed, c.stale, c.pc = nil, 0, 0, false, pcAcqRead
-		}
-	case pcLeaveCAS:
-		q := cloneQueue(c.q.q)
-		if !q.Leave(c.leaveT, id) {
-			m.say(s, "; its entry is gone already")
-			c.q = nil
-			m.afterLeave(s, i)
-		}
+	m.say(s, "; its waiter Lease waits no more (ticket %d): attempts again", c.ticket)
+	m.hit(s, evBeatGone)
+	if st := s.lock.st; st.Semaphore && Served(st, m.ids[i], c.ticket) {
+		m.hit(s, evHoldsUnknowing) // next, it finds it holds a permit, and waits for it to end
 	}
+	c.wo, c.ticket, c.owed, c.stale, c.pc = nil, 0, 0, false, pcAcqRead
 }
 
-// afterLeave is leave() after Queue.Leave: MarkLeft on the lock Lease.
+// afterLeave is leave() after its waiter Lease write: MarkLeft on the lock Lease.
 func (m *mcModel) afterLeave(s *mcState, i int) {
 	c := &s.cl[i]
 	if m.cfg.mutation == mcNoMarkLeft { // BROKEN: the leave ends without MarkLeft
@@ -1249,7 +1519,10 @@ func (m *mcModel) attempt(s *mcState, i int, cur *mcVer) {
 			return
 		}
 		m.say(s, "; next: join")
-		c.markAfterJoin, c.pc = !st.Waiting, pcJoinReadQ
+		c.markAfterJoin, c.pc, c.wo = !st.Waiting, pcJoinWrite, c.w // from the copy it wrote last
+		if c.w == nil {
+			c.pc = pcJoinRead // none: read it (a create if there is none)
+		}
 		return
 	}
 	if !st.Waiting {
@@ -1288,8 +1561,8 @@ func (m *mcModel) release(l *coordinationv1.Lease, holder string, tok token.Toke
 func (m *mcModel) decideRelease(s *mcState, i int) {
 	c := &s.cl[i]
 	var q *Queue
-	if c.hasQ {
-		qq := cloneQueue(c.q.q)
+	if c.rq != nil {
+		qq := cloneQueue(*c.rq)
 		q = &qq
 	}
 	_, err := Release(c.lock.l.DeepCopy(), m.ids[i], token.Token(c.tok), q, mcT0)
@@ -1360,37 +1633,62 @@ func (m *mcModel) grantFn() func(*coordinationv1.Lease, string, time.Time) (toke
 }
 
 // ---------------------------------------------------------------------------------------------
-// The manager: one reconcile is read lock, read queue (judge), write queue, write lock.
+// The manager: one reconcile is read lock, list waiter Leases, read queue Lease (judge), clear
+// the waiter Leases judged dead, write queue Lease, write lock.
 
 func (m *mcModel) managerSteps(s *mcState, emit mcEmit) {
 	ns := s.clone()
 	mg := &ns.mgr
 	switch mg.pc {
 	case mIdle:
-		mg.lock, mg.pc = ns.lock, mReadQ
+		mg.lock, mg.pc = ns.lock, mListW
 		m.say(ns, "manager reads the lock Lease: %s", m.stateString(mg.lock.st))
+	case mListW:
+		mg.ws, mg.basisW, mg.pc = ns.wl, mcListBasis(ns.wl), mReadQ
+		m.say(ns, "manager lists the waiter Leases")
 	case mReadQ:
 		m.managerJudge(ns)
-	case mWriteQ:
-		out, err := m.casQueue(ns, mg.q, false, func(q *Queue) { *q = cloneQueue(*mg.judgedQ) })
+	case mDrop:
+		e := mg.dead[0]
+		j := m.deadSlot(e)
+		out, err := m.casWaiter(ns, j, mg.ws[j], false, func(old, next *coordinationv1.Lease) {
+			next.Spec.HolderIdentity = nil
+			Stamp(old, next)
+		})
+		mg.dead = mg.dead[1:]
 		switch {
 		case out != nil:
-			m.say(ns, "manager writes the judged queue %s", m.queueString(out))
-			for _, e := range mg.drops {
+			m.say(ns, "manager clears %s's waiter Lease (dead, ticket %d)", e.holder, e.t)
+			ns.dropped = append(slices.Clip(ns.dropped), mcDrop{e, out.rv})
+			m.hit(ns, evDroppedDead)
+			mg.basisW = out.rv
+		case apierrors.IsConflict(err):
+			m.say(ns, "manager clears %s's waiter Lease: conflict (it wrote: judged again next time)", e.holder)
+			mg.alive = true
+		default:
+			m.fail(ns, "unexpected error from the manager's drop of %s: %v", e.holder, err)
+		}
+		m.managerNext(ns)
+	case mWriteQ:
+		out, err := m.casQueue(ns, mg.q, *mg.store)
+		switch {
+		case out != nil:
+			m.say(ns, "manager writes the queue Lease %s", m.queueString(out))
+			for _, e := range mg.gone {
 				ns.dropped = append(slices.Clip(ns.dropped), mcDrop{e, out.rv})
-				if e.holder == mcPod {
-					m.hit(ns, evDroppedGone)
-				} else {
-					m.hit(ns, evDroppedDead)
-				}
+				m.hit(ns, evDroppedGone)
 			}
 			if len(mg.q.q.Malformed) > 0 {
 				m.hit(ns, evDroppedMalformed)
 			}
-			mg.basis = out.rv
+			if mg.added { // its event brings the next reconcile: the pod's ticket is this write's
+				m.managerIdle(ns)
+				break
+			}
+			mg.basisQ = out.rv
 			m.managerPlan(ns)
 		case apierrors.IsConflict(err):
-			m.say(ns, "manager writes the judged queue: conflict (waits for the next event)")
+			m.say(ns, "manager writes the queue Lease: conflict (waits for the next event)")
 			m.managerIdle(ns)
 		default:
 			m.fail(ns, "unexpected error from the manager's queue write: %v", err)
@@ -1399,11 +1697,11 @@ func (m *mcModel) managerSteps(s *mcState, emit mcEmit) {
 		st := mg.lock.st
 		q := cloneQueue(*mg.judgedQ)
 		if m.cfg.mutation == mcRawHead {
-			q = cloneQueue(mg.q.q) // BROKEN: serves the queue as stored, ignoring the judgment
+			q = cloneQueue(*mg.read) // BROKEN: serves the queue as read, ignoring the judgment
 		}
 		var h Handover
 		victim, _ := st.HolderOf(mg.victim)
-		out, err := m.casLock(ns, mg.lock, false, mcMeta{basis: mg.basis, q: &q}, func(next *coordinationv1.Lease) error {
+		out, err := m.casLock(ns, mg.lock, false, mcMeta{basisQ: mg.basisQ, basisW: mg.basisW, q: &q}, func(next *coordinationv1.Lease) error {
 			var err error
 			switch mg.plan {
 			case planRevoke, planRelease:
@@ -1415,7 +1713,7 @@ func (m *mcModel) managerSteps(s *mcState, emit mcEmit) {
 			}
 			return err
 		})
-		what := map[mcPlan]string{planRevoke: "Revoke " + mg.victim, planRelease: "Revoke (released: pod gone)",
+		what := map[mcPlan]string{planRevoke: "Revoke " + mg.victim, planRelease: "Revoke (released: pod gone or lost another lock)",
 			planSettle: "Settle", planPermits: fmt.Sprintf("SetPermits(%d)", mg.spec)}[mg.plan]
 		switch {
 		case out != nil:
@@ -1472,47 +1770,75 @@ func (m *mcModel) deadJudgeable(s *mcState, w Waiter) bool {
 	return c.crashed || c.paused || c.stale || c.ticket != w.Ticket
 }
 
-// managerJudge is syncQueue: read the queue Lease, judge it (lease.Judge), queue the pod.
+// deadSlot is the waiter Lease slot of a client judged dead.
+func (m *mcModel) deadSlot(e mcEntry) int {
+	if i := m.clientOf(e.holder); i >= 0 {
+		return i
+	}
+	return mcWaiterLeases - 1 // a seed's
+}
+
+// managerJudge is syncQueue after its list: read the queue Lease, merge it with the waiter
+// Leases listed, judge it (lease.Judge), queue the pod (planQueue).
 func (m *mcModel) managerJudge(s *mcState) {
 	mg := &s.mgr
 	mg.q = s.queue
 	st := mg.lock.st
+	read := mcMerge(mg.q, mg.ws, st.Served)
+	mg.read = &read
+	mg.basisQ = mg.q.rv
 	// Abstract time: the manager judges at mcJudgeAt with window mcWindow. An entry it may judge
 	// dead has been seen with its current beat at mcT0, a full window ago; every other entry is
 	// new to it (seen now), so it is alive.
 	seen := map[Ticket]Seen{}
-	for _, w := range mg.q.q.Waiters {
+	for _, w := range read.Waiters {
 		if w.Ticket > st.Served && !w.IsPod() && m.deadJudgeable(s, w) {
 			seen[w.Ticket] = Seen{Holder: w.Holder, Beat: w.Beat, At: mcT0}
 		}
 	}
 	podWaits := func(holder string) bool { return holder == mcPod && m.podAsking(s) }
-	j := Judge(mg.q.q, st.Served, seen, podWaits, mcWindow, mcJudgeAt)
-	mg.drops = nil
-	for _, w := range append(j.Dead, j.Gone...) {
-		mg.drops = append(mg.drops, mcEntry{w.Holder, w.Ticket})
+	j := Judge(read, st.Served, seen, podWaits, mcWindow, mcJudgeAt)
+	mg.dead, mg.gone = nil, nil
+	for _, w := range j.Dead {
+		mg.dead = append(mg.dead, mcEntry{w.Holder, w.Ticket})
 	}
-	// planQueue: the gated pod that asks and is not queued (nor the holder) joins.
+	for _, w := range j.Gone {
+		mg.gone = append(mg.gone, mcEntry{w.Holder, w.Ticket})
+	}
+	// planQueue: the gated pod that asks and is not queued (nor the holder) is added.
 	if _, held := st.HolderOf(mcPod); m.podAsking(s) && !held &&
 		!slices.ContainsFunc(j.Queue.Waiters, func(w Waiter) bool { return w.Holder == mcPod }) {
-		j.Queue.Join(mcPod, st.Served, mcT0)
-		j.Changed = true
+		j.Queue.Add(mcPod, mcT0)
+		mg.added = true
 	}
-	var err error
-	if mg.judged, err = mcEncodeQueue(j.Queue); err != nil {
-		m.fail(s, "WriteQueue of the judged queue: %v", err)
-		return
+	mg.judgedQ = &j.Queue
+	mg.store = nil
+	if len(j.Gone) > 0 || len(mg.q.q.Malformed) > 0 || mg.q.q.Unreadable != "" || mg.added {
+		store := cloneQueue(j.Queue) // the pods: the judged queue without the waiter Leases' clients
+		store.Waiters = slices.DeleteFunc(store.Waiters, func(w Waiter) bool { return !w.IsPod() })
+		store.Malformed = nil
+		mg.store = &store
 	}
-	if q := ParseQueue(mg.judged); true { // what the write stores, as every reader will read it
-		mg.judgedQ = &q
+	m.say(s, "manager reads the queue Lease %s, judges the queue %s", m.queueString(mg.q), m.queueEntries(j.Queue))
+	m.managerNext(s)
+}
+
+// managerNext is what the reconcile does after its judgment and each drop: clear the next
+// waiter Lease judged dead, then write the queue Lease if it changed, then plan the lock write.
+func (m *mcModel) managerNext(s *mcState) {
+	mg := &s.mgr
+	switch {
+	case len(mg.dead) > 0:
+		mg.pc = mDrop
+	case mg.alive && m.cfg.mutation != mcDropGoesOn:
+		// dropDead's conflict: nothing is served from a queue that left out a live waiter.
+		m.managerIdle(s)
+	case mg.store != nil:
+		mg.pc, mg.ws = mWriteQ, [mcWaiterLeases]*mcVer{}
+	default:
+		mg.ws = [mcWaiterLeases]*mcVer{}
+		m.managerPlan(s)
 	}
-	m.say(s, "manager reads the queue Lease %s, judges it %s", m.queueString(mg.q), m.queueEntries(j.Queue))
-	if j.Changed {
-		mg.pc = mWriteQ
-		return
-	}
-	mg.basis = mg.q.rv
-	m.managerPlan(s)
 }
 
 // managerPlan is computePlan: revoke a silent holder, release a gone pod's grant, else settle.
@@ -1521,7 +1847,7 @@ func (m *mcModel) managerPlan(s *mcState) {
 	st := mg.lock.st
 	q := cloneQueue(*mg.judgedQ)
 	if m.cfg.mutation == mcRawHead {
-		q = cloneQueue(mg.q.q)
+		q = cloneQueue(*mg.read)
 	}
 	_, settles, err := Settle(mg.lock.l.DeepCopy(), q, mcJudgeAt)
 	if err != nil {
@@ -1539,7 +1865,7 @@ func (m *mcModel) managerPlan(s *mcState) {
 		switch {
 		case plan != planKeep:
 		case p.Holder == mcPod:
-			if s.pod.deleted {
+			if s.pod.deleted || s.pod.lost {
 				plan, mg.victim = planRelease, p.Holder
 			}
 		case m.revocable(s, p):
@@ -1589,6 +1915,13 @@ func (m *mcModel) podAsking(s *mcState) bool {
 }
 
 func (m *mcModel) podSteps(s *mcState, emit mcEmit) {
+	if _, held := s.lock.st.HolderOf(mcPod); held && !s.pod.deleted && !s.pod.lost && s.podRequeues > 0 {
+		ns := s.clone()
+		ns.podRequeues--
+		ns.pod.lost = true
+		m.say(ns, "the pod loses an earlier lock (it asks for several): this grant is to be released")
+		emit(ns, kindFailure)
+	}
 	if !m.cfg.pod || s.pod.deleted || s.podDeletes == 0 {
 		return
 	}
@@ -1605,136 +1938,196 @@ func (m *mcModel) podSteps(s *mcState, emit mcEmit) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Canonical encoding: revisions are replaced by their rank. Every decision depends only on the
-// order of the revisions of the lock Lease (tokens), and on the equality and order of those of
-// the queue Lease, never on their values or on how the two interleave; so two states that differ
-// only there behave alike. Without this the state space would not even be finite (a waiter and
-// the manager can set and clear the waiting mark forever).
+// Canonical encoding: revisions are replaced by their ranks. Every decision depends only on the
+// equality and order of revisions, never on their values, and every new revision is above all
+// before; so two states that differ only there behave alike. Revisions fall in two domains that
+// are never compared with each other: the lock Lease's (its resourceVersions, tokens) and the
+// queue's (the queue and waiter Leases' resourceVersions, tickets: the served, reserved and left
+// ones too), each ranked on its own. Without this the state space would not even be finite (a
+// waiter and the manager can set and clear the waiting mark forever).
+
+const (
+	domLock  = 0 // the lock Lease's revisions: its resourceVersions and tokens
+	domQueue = 1 // the queue's: queue and waiter Lease resourceVersions, tickets
+)
 
 // copyLive reports whether a later step may read the client's lock copy: not a waiter's, which
 // reads the lock Lease afresh next (or beats, then attempts again from a fresh read).
 func (m *mcModel) copyLive(c *mcClient) bool {
-	return c.pc != pcAcqRead && c.pc != pcBeatReadQ && c.pc != pcBeatCAS
+	return c.pc != pcAcqRead && c.pc != pcBeatRead && c.pc != pcBeatWrite
 }
 
+// key encodes s canonically: encode runs twice, collecting the revisions, then writing them as
+// ranks.
 func (m *mcModel) key(s *mcState) [2]uint64 {
-	lk, qk := m.lk[:0], m.qk[:0]
-	addL := func(v *mcVer) {
-		if v != nil {
-			lk = append(lk, v.rv, v.tok, v.revoked)
-			lk = append(lk, v.ptoks...)
-		}
+	m.rk[0], m.rk[1], m.collect = m.rk[0][:0], m.rk[1][:0], true
+	m.encode(s)
+	for d := range m.rk {
+		slices.Sort(m.rk[d])
+		m.rk[d] = slices.Compact(m.rk[d])
 	}
-	addL(s.lock)
-	qk = append(qk, s.queue.rv, s.mgr.basis)
-	for i := range m.ids {
-		c := &s.cl[i]
-		if m.copyLive(c) {
-			addL(c.lock)
-		}
-		lk = append(lk, c.tok, c.unsure)
-		if c.q != nil {
-			qk = append(qk, c.q.rv)
-		}
-	}
-	addL(s.mgr.lock)
-	if s.mgr.q != nil {
-		qk = append(qk, s.mgr.q.rv)
-	}
-	lk = append(lk, s.maxIssued)
-	lk = append(lk, s.ended...)
-	for _, d := range s.dropped {
-		qk = append(qk, d.rev)
-	}
-	slices.Sort(lk)
-	lk = slices.Compact(lk)
-	slices.Sort(qk)
-	qk = slices.Compact(qk)
-	m.lk, m.qk = lk, qk
-	rank := func(ranks []uint64, v uint64) uint64 {
-		if v == 0 {
-			return 0
-		}
-		i, _ := slices.BinarySearch(ranks, v)
-		return uint64(i + 1)
-	}
-	b := m.buf[:0]
-	put := func(vs ...uint64) {
+	m.buf, m.collect = m.buf[:0], false
+	m.encode(s)
+	return [2]uint64{maphash.Bytes(m.seedA, m.buf), maphash.Bytes(m.seedB, m.buf)}
+}
+
+func (m *mcModel) put(vs ...uint64) {
+	if !m.collect {
 		for _, v := range vs {
-			b = binary.AppendUvarint(b, v)
+			m.buf = binary.AppendUvarint(m.buf, v)
 		}
 	}
-	putL := func(v *mcVer) {
-		if v == nil {
-			put(0)
-			return
-		}
-		put(uint64(v.shape), rank(lk, v.rv), rank(lk, v.tok), rank(lk, v.revoked))
-		for _, t := range v.ptoks { // their number is in the shape
-			put(rank(lk, t))
+}
+
+// rev puts revisions of domain d, as their ranks (0 stays 0).
+func (m *mcModel) rev(d int, vs ...uint64) {
+	for _, v := range vs {
+		switch {
+		case v == 0:
+			m.put(0)
+		case m.collect:
+			m.rk[d] = append(m.rk[d], v)
+		default:
+			i, _ := slices.BinarySearch(m.rk[d], v)
+			m.put(uint64(i + 1))
 		}
 	}
-	putQ := func(v *mcVer) {
-		if v == nil {
-			put(0)
-			return
-		}
-		put(uint64(v.shape), rank(qk, v.rv))
+}
+
+func (m *mcModel) ver(v *mcVer) {
+	if v == nil {
+		m.put(0)
+		return
 	}
-	b2i := func(bs ...bool) uint64 {
-		var v uint64
-		for i, x := range bs {
-			if x {
-				v |= 1 << i
-			}
-		}
-		return v
+	m.put(uint64(v.shape), uint64(len(v.lrevs)), uint64(len(v.trevs)))
+	m.rev(domLock, v.lrevs...)
+	m.rev(domQueue, v.trevs...)
+}
+
+// copyOf puts a waiter Lease copy v whose slot holds cur now: whether it is cur (a write from it
+// can land) or stale (a write from it conflicts); its content only under mcLastWriteWins, where
+// a stale copy's write lands. (A client's copy with a ticket always shows it waiting with that
+// ticket: its last write was that join, or a beat after it.)
+func (m *mcModel) copyOf(v, cur *mcVer) {
+	switch {
+	case v == nil:
+		m.put(0)
+	case cur != nil && v.rv == cur.rv:
+		m.put(1)
+	case m.cfg.mutation == mcLastWriteWins:
+		m.put(2)
+		m.ver(v)
+	default:
+		m.put(3)
 	}
-	putL(s.lock)
-	putQ(s.queue)
+}
+
+// queue puts a queue assembled or judged (not stored): its entries' holders and tickets (not
+// their beats or since: nothing decides on them), added ones, and malformed ones.
+func (m *mcModel) queue(q *Queue) {
+	if q == nil {
+		m.put(0)
+		return
+	}
+	m.put(uint64(len(q.Waiters)+1), uint64(len(q.Added)), uint64(len(q.Malformed)))
+	for _, w := range q.Waiters {
+		m.put(uint64(m.intern(w.Holder)))
+		m.rev(domQueue, uint64(w.Ticket))
+	}
+	for _, w := range q.Added {
+		m.put(uint64(m.intern(w.Holder)))
+	}
+	for _, mf := range q.Malformed {
+		m.put(uint64(m.intern(string(mf.Raw))))
+	}
+}
+
+func b2i(bs ...bool) uint64 {
+	var v uint64
+	for i, x := range bs {
+		if x {
+			v |= 1 << i
+		}
+	}
+	return v
+}
+
+func (m *mcModel) encode(s *mcState) {
+	m.ver(s.lock)
+	m.ver(s.queue)
+	for _, w := range s.wl {
+		m.ver(w)
+	}
 	for i := range m.ids {
 		c := &s.cl[i]
 		// Dead data is left out: what the next step overwrites before it reads it.
-		joining := c.pc == pcJoinReadQ || c.pc == pcJoinCAS
-		put(uint64(c.pc), uint64(c.cyclesLeft), uint64(c.renewsLeft), uint64(c.ticket), uint64(c.leaveT),
-			b2i(c.leaving, joining && c.markAfterJoin, c.hasQ, c.crashed, c.paused, c.stale,
-				c.ticket != 0 && c.owed == c.ticket),
-			rank(lk, c.tok), rank(lk, c.unsure))
+		joining := c.pc == pcJoinRead || c.pc == pcJoinWrite
+		m.put(uint64(c.pc), uint64(c.cyclesLeft), uint64(c.renewsLeft),
+			b2i(c.leaving, joining && c.markAfterJoin, c.crashed, c.paused, c.stale, c.ticket != 0 && c.owed == c.ticket))
+		m.rev(domQueue, uint64(c.ticket), uint64(c.leaveT), c.rqQ, c.rqW)
+		m.rev(domLock, c.tok, c.unsure)
 		if m.copyLive(c) {
-			putL(c.lock)
+			m.ver(c.lock)
 		} else {
-			put(0)
+			m.put(0)
 		}
-		putQ(c.q)
+		m.ver(c.q)
+		m.queue(c.rq)
+		m.copyOf(c.w, s.wl[i])
+		m.copyOf(c.wo, s.wl[i])
 	}
 	mg := &s.mgr
-	put(uint64(mg.pc), uint64(mg.plan), uint64(m.intern(mg.judged)), rank(qk, mg.basis), uint64(len(mg.drops)),
-		uint64(m.intern(mg.victim)), uint64(mg.spec))
-	for _, e := range mg.drops {
-		put(uint64(m.intern(e.holder)), uint64(e.t))
+	m.put(uint64(mg.pc), uint64(mg.plan), uint64(m.intern(mg.victim)), uint64(mg.spec), b2i(mg.added), b2i(mg.alive),
+		uint64(len(mg.dead)), uint64(len(mg.gone)))
+	m.rev(domQueue, mg.basisQ, mg.basisW)
+	for _, e := range slices.Concat(mg.dead, mg.gone) {
+		m.put(uint64(m.intern(e.holder)))
+		m.rev(domQueue, uint64(e.t))
 	}
-	putL(mg.lock)
-	putQ(mg.q)
+	m.ver(mg.lock)
+	switch mg.pc {
+	case mReadQ: // the list: the entries that wait, and whether each is still current
+		for j, w := range mg.ws {
+			m.copyOf(w, s.wl[j])
+			if w != nil {
+				m.put(uint64(m.intern(w.holder)))
+				m.rev(domQueue, uint64(w.ticket))
+			}
+		}
+	case mDrop: // the copies the drops write from: current or not
+		for _, e := range mg.dead {
+			j := m.deadSlot(e)
+			m.copyOf(mg.ws[j], s.wl[j])
+		}
+	}
+	m.ver(mg.q)
+	if m.cfg.mutation == mcRawHead {
+		m.queue(mg.read)
+	}
+	m.queue(mg.judgedQ)
+	m.queue(mg.store)
 	podOwed := uint64(0)
 	if m.podAsking(s) {
 		podOwed = uint64(s.pod.owed)
 	}
-	put(b2i(s.pod.granted, s.pod.deleted), podOwed, rank(lk, s.maxIssued), uint64(len(s.ended)))
-	for _, t := range s.ended {
-		put(rank(lk, t))
-	}
-	put(uint64(s.spec), uint64(s.bound), uint64(s.edits))
-	put(uint64(len(s.left)))
+	m.put(b2i(s.pod.granted, s.pod.deleted, s.pod.lost))
+	m.rev(domQueue, podOwed)
+	m.rev(domLock, s.maxIssued)
+	m.put(uint64(len(s.ended)))
+	m.rev(domLock, s.ended...)
+	m.put(uint64(s.spec), uint64(s.bound), uint64(s.edits))
+	m.put(uint64(len(s.left)))
 	for _, e := range s.left {
-		put(uint64(m.intern(e.holder)), uint64(e.t))
+		m.put(uint64(m.intern(e.holder)))
+		m.rev(domQueue, uint64(e.t))
 	}
-	put(uint64(len(s.dropped)))
+	m.put(uint64(len(s.dropped)))
 	for _, d := range s.dropped {
-		put(uint64(m.intern(d.holder)), uint64(d.t), rank(qk, d.rev))
+		m.put(uint64(m.intern(d.holder)))
+		m.rev(domQueue, uint64(d.t), d.rev)
 	}
-	put(uint64(s.crashes), uint64(s.pauses), uint64(s.lost), uint64(s.giveUps), uint64(s.podDeletes))
-	m.buf = b
-	return [2]uint64{maphash.Bytes(m.seedA, b), maphash.Bytes(m.seedB, b)}
+	m.put(uint64(s.crashes), uint64(s.pauses), uint64(s.lost), uint64(s.giveUps), uint64(s.podDeletes),
+		uint64(s.podRequeues))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1829,7 +2222,7 @@ func (m *mcModel) goal(s *mcState) bool {
 			continue
 		}
 		switch c.pc {
-		case pcAcqRead, pcGrantCAS, pcJoinReadQ, pcJoinCAS, pcMarkCAS, pcBeatReadQ, pcBeatCAS:
+		case pcAcqRead, pcGrantCAS, pcJoinRead, pcJoinWrite, pcMarkCAS, pcBeatRead, pcBeatWrite:
 			return false
 		}
 	}
@@ -2038,11 +2431,26 @@ func (m *mcModel) queueEntries(q Queue) string {
 			fmt.Fprintf(&b, "(beat %d)", w.Beat)
 		}
 	}
+	for _, w := range q.Added {
+		fmt.Fprintf(&b, " 0:%s", w.Holder)
+	}
 	for _, mf := range q.Malformed {
 		fmt.Fprintf(&b, " malformed:%s", mf.Raw)
 	}
-	fmt.Fprintf(&b, " next=%d]", q.Next)
+	b.WriteString("]")
 	return b.String()
+}
+
+func (m *mcModel) waiterString(v *mcVer) string {
+	switch {
+	case !m.tracing:
+		return ""
+	case v == nil:
+		return "(none)"
+	case v.holder == "":
+		return fmt.Sprintf("rv%d{no holder, ticket %d}", v.rv, v.ticket)
+	}
+	return fmt.Sprintf("rv%d{%s, ticket %d}", v.rv, v.holder, v.ticket)
 }
 
 func (m *mcModel) queueString(v *mcVer) string {
@@ -2068,6 +2476,15 @@ func (m *mcModel) handoverString(h Handover) string {
 func (m *mcModel) describe(s *mcState) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "lock rv%d %s; queue %s", s.lock.rv, m.stateString(s.lock.st), m.queueString(s.queue))
+	for j, w := range s.wl {
+		if w != nil {
+			who := mcDead + "/evil"
+			if j < len(m.ids) {
+				who = m.ids[j]
+			}
+			fmt.Fprintf(&b, "; %s's waiter Lease %s", who, m.waiterString(w))
+		}
+	}
 	for i, id := range m.ids {
 		c := &s.cl[i]
 		fmt.Fprintf(&b, "; %s:", id)

@@ -22,29 +22,43 @@ package lease
 // model_helpers_test.go.
 //
 // Modelled. The API server: the lock Lease (stamped by Initialize, owned by a FencedLock so
-// QueueOf finds its queue), the queue Lease (WriteQueue), one global revision counter, and
-// compare-and-swap updates through CAS; tokens are resourceVersions. Each step is one API call (a
-// read returns the current object; a write is a CAS on the copy its decision was computed from)
-// with the local decisions after it, so any step of another actor can come between a read and
-// the write computed from it. Clients run pkg/lock's sequence: attempt() (recognise a grant whose
-// response was lost; Served -> hold; Skipped -> queue again; Grant as a newcomer, or join:
-// Queue.Join then MarkWaiting on the copy the join decided from, and again whenever a queued
-// waiter sees the mark missing), hold (optional Renew), Release through Grant.update
-// (ErrQueueNeeded -> read the queue Lease after the lock Lease; conflict -> re-read), and leave()
-// when giving up (Queue.Leave, then MarkLeft until it lands, releasing a grant served meanwhile).
-// The manager runs reconcile: read the lock Lease; read the queue Lease, Judge it, queue the pod
-// (planQueue); write the queue if the judgment changed it (a conflict ends the reconcile); then
-// one lock write of computePlan: Revoke (revoked) an expirable holder, Revoke (released) a gone
-// pod's grant, else Settle if it changes anything, always with the judged queue. Semaphores: a
-// configuration's permits makes the lock a semaphore of that many permits (lease.SetPermits on
-// the stamped Lease), and retarget lets the user set spec.permits once, at any point; the
-// manager's reconcile then writes lease.SetPermits first (2 -> 1 while two are held, 1 -> 2 with
-// waiters queued, and back to the lock format). Every check is per permit (State.Permits): the
-// manager revokes one expirable permit per write; a client recognises its own permit
-// (HolderOf); and, as pkg/lock, a client that finds it holds a permit it does not know of waits
-// for it to end instead of queueing. The pod is
-// queued and granted by the manager and may be deleted. Failures: crash (stop forever), pause
-// (until resumed), lost response of an applied write (grant, release; join with lostJoin), give up.
+// QueueOf and LockOf find its queue), the queue Lease (the pod's entries, WriteQueue), one waiter
+// Lease per client (and one of a seed's), one global revision counter, compare-and-swap updates
+// through CAS, creates that fail when the object exists, and updates that change nothing kept at
+// their version without a revision (as the API server does); tokens are resourceVersions, and so
+// are tickets: a client's is the revision of its join (the create of its waiter Lease, or the
+// update moving fencedlock.io/join on), the pod's the revision of the queue Lease write that added
+// it (ticket 0 as stored). Each step is one API call (a read returns the current object; a write
+// is a CAS on the copy its decision was computed from) with the local decisions after it, so any
+// step of another actor can come between a read and the write computed from it. Clients run
+// pkg/lock's sequence: attempt() (recognise a grant whose response was lost; Served -> hold;
+// Skipped -> queue again; Grant as a newcomer, or join: JoinWaiter on its waiter Lease from the
+// copy it wrote last, or read it first when it has none or its write conflicted, then
+// MarkWaiting on the lock copy the join decided from, and again whenever a queued waiter sees the
+// mark missing), hold (optional Renew), Release through Grant.update (ErrQueueNeeded -> one list of the
+// lock's Leases, the queue Lease and the waiter Leases at one revision, merged as readQueue does;
+// conflict -> re-read),
+// and leave() when giving up (clear its waiter Lease's holder, then MarkLeft until it lands,
+// releasing a grant served meanwhile). A beat is one write of its waiter Lease (a new renewTime,
+// Stamp) from the copy it wrote last; one that finds the Lease no longer waiting (the manager
+// dropped it) leaves the waiter unqueued. The manager runs reconcile: read the lock Lease; list
+// the waiter Leases, read the queue Lease, merge them, Judge the queue, add the pod (planQueue);
+// clear the holder of each dead client's waiter Lease as listed (a conflict, the waiter alive
+// after all, goes on to the next and then ends the reconcile, as dropDead); write the queue Lease if a pod was added or dropped or a malformed entry is there
+// (a conflict, or a pod added, ends the reconcile: the write's event brings the next); then one
+// lock write of computePlan: Revoke (revoked) an expirable holder, Revoke (released) a gone
+// pod's grant or one whose pod lost an earlier lock, else Settle if it changes anything, always
+// with the judged queue. Semaphores: a configuration's permits makes the lock a semaphore of that
+// many permits (lease.SetPermits on the stamped Lease), and retarget lets the user set
+// spec.permits once, at any point; the manager's reconcile then writes lease.SetPermits first
+// (2 -> 1 while two are held, 1 -> 2 with waiters queued, and back to the lock format). Every
+// check is per permit (State.Permits): the manager revokes one expirable permit per write; a
+// client recognises its own permit (HolderOf); and, as pkg/lock, a client that finds it holds a
+// permit it does not know of waits for it to end instead of queueing. The pod is queued and
+// granted by the manager and may be deleted, or lose an earlier lock (a pod asking for several)
+// while it holds this one: the manager releases its grant and queues it again. Failures: crash
+// (stop forever), pause (until resumed), lost response of an applied write (grant, release; join
+// with lostJoin), give up.
 //
 // Abstracted. Time: no clock. The manager judges at mcJudgeAt with window mcWindow; an entry whose
 // owner is judgeable dead (crashed, paused, silent since it resumed, or no longer waiting on that
@@ -53,15 +67,25 @@ package lease
 // unaware of its grant for good. Timing assumption: an actor running normally is never judged dead
 // nor revoked; so only resumed waiters beat. A watch is a read of the current Lease (events
 // coalesced, as after a re-list); a waiter whose beat finds its entry gone, and a new acquire
-// cycle, start from a fresh read (not from a remembered copy). acquireTime, renewTime and
-// leaseTransitions are not part of the state (nothing decides on them).
+// cycle, start from a fresh read (not from a remembered copy). Reads "not older than" the lock
+// copy (the watch cache) and the queue a holder follows (pkg/lock's follower) are reads of the
+// current objects; readQueue's second read from etcd, when the first found nobody to serve, is
+// left out. acquireTime, renewTime (a Renew's or a beat's is a time no write stored before, so it
+// always changes its Lease), leaseTransitions and the join counter are not part of the state
+// (nothing decides on them). Not modelled: the manager's deletion of waiter Leases idle for ten
+// lease durations (time-based; without a clock nothing ever falls due).
 //
-// Reductions (all exact): revisions are replaced by their ranks in the state's key; a write that
-// can only conflict (its copy's revision is gone) conflicts at once; data the next step overwrites
-// before reading is left out of the key.
+// Reductions (all exact): revisions are replaced by their ranks in the state's key, in two
+// domains never compared with each other: the lock Lease's (resourceVersions, tokens) and the
+// queue's (the queue and waiter Leases' resourceVersions and every ticket, the served, reserved
+// and left ones too); a write that can only conflict (its copy's revision is gone; a create of a
+// waiter Lease that exists) conflicts at once, the waiter Lease writes of clients and manager as
+// the others; a copy of a waiter Lease is kept in the key as current or stale (a client's copy
+// with a ticket always shows it waiting with that ticket); data the next step overwrites before
+// reading is left out of the key.
 //
 // Bounds: acquire cycles and renewals per client, and budgets of crashes, pauses, lost responses,
-// give-ups and pod deletions, split over the configurations of mcConfigs; -short runs smaller ones.
+// give-ups, pod deletions and the pod's requeues, split over the configurations of mcConfigs; -short runs smaller ones.
 //
 // Properties: on every state and write (P1-P6), then over the explored graph (P7):
 //
@@ -71,11 +95,12 @@ package lease
 //	P2 every grant's token is above every token issued before;
 //	P3 a token whose grant ended (released, revoked, handed over) is never again a held token;
 //	P4 no write serves the ticket of a waiter that completed leaving the queue;
-//	P5 no entry the manager dropped (dead, gone pod) is served by a write computed from a queue read
-//	   at or after the drop (the manager's plan counts as computed from the queue it wrote);
-//	P6 a join that lands queues its waiter (its entry reads back as a waiter); a grant or
-//	   reservation from the queue never skips a live waiter (entry stored, owner running normally,
-//	   not giving up) with a lower ticket; a newcomer grant happens only on a Lease with no waiting
+//	P5 no entry the manager dropped (a dead client's waiter Lease cleared, a gone pod's entry) is
+//	   served by a write computed from a read of that Lease at or after the drop (the manager's
+//	   plan counts as computed from what it wrote);
+//	P6 a join that lands queues its waiter (its waiter Lease reads back as waiting); a grant or
+//	   reservation from the queue never skips a live waiter (waiter Lease waiting or pod entry
+//	   stored, owner running normally, not giving up) with a lower ticket; a newcomer grant happens only on a Lease with no waiting
 //	   mark and no reservation, and never while a live waiter is owed FIFO (its join landed, then a
 //	   lock write marked the lock waited for);
 //	P7 from every explored state, steps of running actors alone (no crash, pause, resume, lost
@@ -99,6 +124,14 @@ package lease
 // before the drop) served it; it resumed, found its entry gone and joined again, and the next
 // release served the new entry onto the other permit. lease's serve now leaves a head that holds
 // a permit waiting until that permit ends (revoked unrenewed, or released).
+//
+// Found by the model on the waiter Lease format, both fixed: (1) the manager judged a paused
+// waiter dead, the waiter resumed and beat, the manager's drop of its waiter Lease conflicted,
+// and the reconcile went on to serve its judged queue, which lacked that live waiter: the next
+// one was served past it (P6). A conflicting drop now ends the reconcile. (2) A release read the
+// queue Lease, then listed the waiter Leases: a pod added between the two reads, then a client
+// joining after it, were read as the client alone, which was served past the pod (P6). A release
+// now reads both in one list, at one revision.
 
 import (
 	"fmt"
@@ -123,6 +156,7 @@ func mcConfigs(short bool) []mcConfig {
 			{name: "two clients, lost responses and give-up", clients: ab, lost: 1, lostJoin: true, giveUps: 1},
 			{name: "two cycles with renewal, crash", clients: a2b, crashes: 1},
 			{name: "pod, pause", clients: ab, pod: true, podDeletes: 1, pauses: 1},
+			{name: "pod asking again", clients: ab, pod: true, podDeletes: 1, podRequeues: 1},
 			{name: "malformed entry, pause and give-up", clients: ab, seed: mcSeedMalformed, pauses: 1, giveUps: 1},
 			{name: "dead head, pod, crash", clients: ab, seed: mcSeedDeadHead, pod: true, podDeletes: 1, crashes: 1},
 			{name: "semaphore of 2, three clients", clients: abc, permits: 2},
@@ -140,7 +174,7 @@ func mcConfigs(short bool) []mcConfig {
 		{name: "two cycles with renewal, crash", clients: a2bc, crashes: 1},
 		{name: "two cycles with renewal, lost responses and give-up", clients: a2b, lost: 1, lostJoin: true,
 			giveUps: 1},
-		{name: "three clients and the pod", clients: abc, pod: true, podDeletes: 1},
+		{name: "three clients and the pod", clients: abc, pod: true, podDeletes: 1, podRequeues: 1},
 		{name: "pod, crash and pause", clients: ab, pod: true, podDeletes: 1, crashes: 1, pauses: 1},
 		{name: "malformed entry, three clients, give-up", clients: abc, seed: mcSeedMalformed, giveUps: 1},
 		{name: "malformed entry, pause and give-up", clients: ab, seed: mcSeedMalformed, pauses: 1, giveUps: 1},
@@ -226,6 +260,21 @@ func TestModelFindsMissingSettle(t *testing.T) {
 func TestModelFindsServeIgnoringFull(t *testing.T) {
 	mcExpectViolation(t, mcConfig{name: "serve ignores Full", clients: []mcClientCfg{{id: "a", cycles: 1},
 		{id: "b", cycles: 1}, {id: "c", cycles: 1}}, permits: 2, retarget: 1, mutation: mcServeIgnoresFull}, "P8")
+}
+
+// TestModelFindsNoOpQueueWrite: without WriteQueue's "after", the manager's write re-adding the
+// pod exactly as it was stored (ticket 0, after its grant was released) changes nothing: the API
+// server keeps the version, the pod keeps its served ticket, and it is never granted again.
+func TestModelFindsNoOpQueueWrite(t *testing.T) {
+	mcExpectViolation(t, mcConfig{name: "no after", clients: []mcClientCfg{{id: "a", cycles: 1}}, pod: true,
+		podDeletes: 1, podRequeues: 1, mutation: mcNoAfter}, "P7")
+}
+
+// TestModelFindsDropGoingOn: a manager that goes on after its drop of a dead waiter conflicted
+// serves the judged queue, without the waiter that proved alive: the next is served past it.
+func TestModelFindsDropGoingOn(t *testing.T) {
+	mcExpectViolation(t, mcConfig{name: "drop goes on", clients: []mcClientCfg{{id: "a", cycles: 1},
+		{id: "b", cycles: 1}}, pod: true, podDeletes: 1, pauses: 1, mutation: mcDropGoesOn}, "P6")
 }
 
 // TestModelFindsReusedToken: a semaphore grant that gives the new permit another permit's token.

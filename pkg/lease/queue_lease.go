@@ -75,12 +75,15 @@ func (w Waiter) IsPod() bool { return strings.HasPrefix(w.Holder, locksv1alpha1.
 // queue was started afresh, identities alone when a holder queues again.
 func (w Waiter) Is(t Ticket, holder string) bool { return w.Ticket == t && w.Holder == holder }
 
-// Queue is a lock's queue, as its queue Lease carries it.
+// Queue is a lock's queue: the waiters its queue Lease carries (the manager's, its pods) and, once
+// merged (Merge), those of its waiter Leases (clients).
 type Queue struct {
-	// Next is the ticket the next waiter to join gets.
-	Next Ticket
 	// Waiters are the well-formed entries, in ticket order.
 	Waiters []Waiter
+	// Added are the entries the next write adds (Add): their ticket is that write's
+	// resourceVersion, which nobody knows before it is made, so they are stored with ticket 0. A
+	// write adds at most one (WriteQueue): two would share a ticket.
+	Added []Waiter
 	// Malformed are the entries that do not follow the format, as they were stored, each with
 	// why. Readers skip them; writers other than the manager keep them.
 	Malformed []Malformed
@@ -104,6 +107,10 @@ const maxQueueBytes = 200 << 10
 // room left.
 var ErrQueueFull = errors.New("lock queue is full")
 
+// ErrOneAddedPerWrite is returned by WriteQueue for a queue that adds more than one entry: the
+// entries a write adds take that write's resourceVersion as their ticket, and tickets are unique.
+var ErrOneAddedPerWrite = errors.New("a queue Lease write adds at most one entry")
+
 // wireEntry is a queue entry as stored; decoding into it checks every field's JSON type.
 type wireEntry struct {
 	Ticket *uint64      `json:"ticket"`
@@ -114,33 +121,36 @@ type wireEntry struct {
 
 // ReadQueue parses the queue a queue Lease carries. It never fails: a Lease without a queue has
 // an empty one, malformed entries are set aside (Queue.Malformed), and a value that is not a
-// queue at all gives an empty queue that remembers it (Queue.Unreadable).
+// queue at all gives an empty queue that remembers it (Queue.Unreadable). An entry with ticket 0
+// was added by the write that made l's version: its ticket is l's resourceVersion (the writer
+// could not know it), and the next write carries it (WriteQueue).
 func ReadQueue(l *coordinationv1.Lease) Queue {
-	return ParseQueue(l.Annotations[locksv1alpha1.QueueAnnotation])
+	rv, _ := strconv.ParseUint(l.ResourceVersion, 10, 64)
+	return ParseQueue(l.Annotations[locksv1alpha1.QueueAnnotation], Ticket(rv))
 }
 
-// ParseQueue parses a queue annotation's value; see ReadQueue.
-func ParseQueue(v string) Queue {
+// ParseQueue parses a queue annotation's value, stored at resourceVersion rv; see ReadQueue.
+func ParseQueue(v string, rv Ticket) Queue {
 	var q Queue
 	if v == "" {
 		return q
 	}
 	var doc struct {
-		Next    json.RawMessage   `json:"next"`
 		Waiters []json.RawMessage `json:"waiters"`
 	}
 	if err := json.Unmarshal([]byte(v), &doc); err != nil {
 		return Queue{Unreadable: v}
 	}
-	var next uint64
-	if len(doc.Next) > 0 && (json.Unmarshal(doc.Next, &next) != nil || Ticket(next) > MaxTicket+1) {
-		// A next that is not a ticket is recomputed from the entries (see Join); not worth
-		// throwing the entries away for.
-		next = 0
-	}
-	q.Next = Ticket(next)
 	for _, raw := range doc.Waiters {
 		w, why := parseEntry(raw)
+		if why == "" && !w.IsPod() {
+			why = "a client entry: clients queue on waiter Leases, the queue Lease holds the manager's pods"
+		}
+		if why == "" && w.Ticket == 0 {
+			if w.Ticket = rv; rv == 0 || rv > MaxTicket {
+				why = "ticket 0 (added by this version's write) on a version that is not a ticket"
+			}
+		}
 		if why == "" && len(q.Waiters) > 0 && w.Ticket <= q.Waiters[len(q.Waiters)-1].Ticket {
 			why = fmt.Sprintf("ticket %d is not above the ticket before it (%d)", w.Ticket, q.Waiters[len(q.Waiters)-1].Ticket)
 		}
@@ -161,8 +171,8 @@ func parseEntry(raw json.RawMessage) (Waiter, string) {
 		return Waiter{}, err.Error()
 	}
 	switch {
-	case e.Ticket == nil || *e.Ticket == 0:
-		return Waiter{}, "ticket missing or zero"
+	case e.Ticket == nil:
+		return Waiter{}, "ticket missing"
 	case Ticket(*e.Ticket) > MaxTicket:
 		return Waiter{}, fmt.Sprintf("ticket %d is above %d", *e.Ticket, MaxTicket)
 	case e.Holder == nil || *e.Holder == "":
@@ -182,12 +192,15 @@ func parseEntry(raw json.RawMessage) (Waiter, string) {
 	return w, ""
 }
 
-// WriteQueue stores q on the queue Lease l: its well-formed entries, then its malformed ones as
-// they were. An unreadable value q was read from is moved to QueueUnreadableAnnotation, unless
+// WriteQueue stores q on the queue Lease l: its well-formed entries, the one it adds, then its
+// malformed ones as they were. An unreadable value q was read from is moved to QueueUnreadableAnnotation, unless
 // one is kept there already.
 func WriteQueue(l *coordinationv1.Lease, q Queue) error {
-	entries := make([]json.RawMessage, 0, len(q.Waiters)+len(q.Malformed))
-	for _, w := range q.Waiters {
+	if len(q.Added) > 1 {
+		return fmt.Errorf("%w: %d added", ErrOneAddedPerWrite, len(q.Added))
+	}
+	entries := make([]json.RawMessage, 0, len(q.Waiters)+len(q.Added)+len(q.Malformed))
+	for _, w := range slices.Concat(q.Waiters, q.Added) {
 		b, err := json.Marshal(w)
 		if err != nil {
 			return fmt.Errorf("encoding queue entry: %w", err)
@@ -197,10 +210,14 @@ func WriteQueue(l *coordinationv1.Lease, q Queue) error {
 	for _, m := range q.Malformed {
 		entries = append(entries, m.Raw)
 	}
+	// "after" is the version this one is written over: it makes every write a change, so that a
+	// write re-adding an entry as it was stored (ticket 0, say the same pod queued again after its
+	// grant ended) is not a no-op that keeps the old version, and with it the old ticket.
+	after, _ := strconv.ParseUint(l.ResourceVersion, 10, 64)
 	b, err := json.Marshal(struct {
-		Next    Ticket            `json:"next"`
+		After   uint64            `json:"after,omitempty"`
 		Waiters []json.RawMessage `json:"waiters,omitempty"`
-	}{q.Next, entries})
+	}{after, entries})
 	if err != nil {
 		return fmt.Errorf("encoding queue: %w", err)
 	}
@@ -223,35 +240,17 @@ func (q *Queue) Trim(served Ticket) {
 	q.Waiters = slices.DeleteFunc(q.Waiters, func(w Waiter) bool { return w.Ticket <= served })
 }
 
-// Join appends holder to the queue (after trimming what served says is done) and returns its
-// ticket: above served, above every ticket in the queue, and at least Next.
-func (q *Queue) Join(holder string, served Ticket, now time.Time) Ticket {
-	q.Trim(served)
-	t := max(q.Next, served+1, 1)
-	if n := len(q.Waiters); n > 0 {
-		t = max(t, q.Waiters[n-1].Ticket+1)
-	}
-	q.Next = t + 1
-	q.Waiters = append(q.Waiters, Waiter{Ticket: t, Holder: holder, Since: metav1.NewTime(now.Truncate(time.Second))})
-	return t
+// Add appends holder to the queue, at the ticket of the write that stores it (Queue.Added).
+func (q *Queue) Add(holder string, now time.Time) {
+	q.Added = append(q.Added, Waiter{Holder: holder, Since: metav1.NewTime(now.Truncate(time.Second))})
 }
 
-// Leave removes holder's entry with ticket t and reports whether it was there.
-func (q *Queue) Leave(t Ticket, holder string) bool {
-	n := len(q.Waiters)
-	q.Waiters = slices.DeleteFunc(q.Waiters, func(w Waiter) bool { return w.Is(t, holder) })
-	return len(q.Waiters) != n
-}
-
-// Beat moves the beat of holder's entry with ticket t on and reports whether it was there.
-func (q *Queue) Beat(t Ticket, holder string) bool {
-	for i := range q.Waiters {
-		if q.Waiters[i].Is(t, holder) {
-			q.Waiters[i].Beat++
-			return true
-		}
-	}
-	return false
+// Merge returns q with waiters (a lock's waiter Leases that wait, Waiters) among its own, in
+// ticket order: the lock's whole queue.
+func (q Queue) Merge(waiters []Waiter) Queue {
+	q.Waiters = slices.SortedFunc(slices.Values(slices.Concat(q.Waiters, waiters)),
+		func(a, b Waiter) int { return cmpTicket(a.Ticket, b.Ticket) })
+	return q
 }
 
 // Waiting returns the waiters still waiting: those above served, in queue order.

@@ -18,6 +18,7 @@ package lease
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,102 +28,131 @@ import (
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 )
 
-func TestQueueJoinTrimHead(t *testing.T) {
+func pod(n string) string { return locksv1alpha1.PodHolderPrefix + n + "/uid-" + n }
+
+// A pod added by a write takes that write's resourceVersion as its ticket; the next write carries
+// it, and records the version it is written over, so re-adding an entry as stored is a change.
+func TestQueueAddTakesTheWritesVersion(t *testing.T) {
 	now := time.Unix(1000, 0)
+	l := &coordinationv1.Lease{}
+	l.ResourceVersion = "40"
 	var q Queue
-	a := q.Join("a", 0, now)
-	b := q.Join("b", 0, now)
-	if a != 1 || b != 2 {
-		t.Fatalf("tickets %d, %d; want 1, 2", a, b)
+	q.Add(pod("a"), now)
+	if err := WriteQueue(l, q); err != nil {
+		t.Fatal(err)
 	}
-	if h, ok := q.Head(0); !ok || h.Holder != "a" {
-		t.Fatalf("head %+v", h)
+	stored := l.Annotations[locksv1alpha1.QueueAnnotation]
+	l.ResourceVersion = "41" // the API server's version of that write
+	q = ReadQueue(l)
+	if len(q.Waiters) != 1 || q.Waiters[0].Ticket != 41 || q.Waiters[0].Holder != pod("a") {
+		t.Fatalf("read back %+v; want pod a at ticket 41", q.Waiters)
 	}
-	if h, ok := q.Head(a); !ok || h.Holder != "b" {
-		t.Fatalf("after a was served the head is b; got %+v", h)
+	q.Add(pod("b"), now)
+	if err := WriteQueue(l, q); err != nil {
+		t.Fatal(err)
 	}
-	// A join after the lock served past the queue's counter (a recreated queue Lease) still gets
-	// a ticket above the last served one.
-	c := q.Join("c", 10, now)
-	if c != 11 || len(q.Waiters) != 1 {
-		t.Fatalf("ticket %d, waiters %+v; want 11 alone (a and b trimmed)", c, q.Waiters)
+	l.ResourceVersion = "45"
+	q = ReadQueue(l)
+	if len(q.Waiters) != 2 || q.Waiters[0].Ticket != 41 || q.Waiters[1].Ticket != 45 {
+		t.Fatalf("read back %+v; want a at 41 (carried), b at 45", q.Waiters)
 	}
-	if !q.Beat(c, "c") || q.Waiters[0].Beat != 1 || q.Beat(99, "c") || q.Beat(c, "someone else") {
-		t.Fatalf("beat: %+v", q.Waiters)
+	if h, ok := q.Head(41); !ok || h.Holder != pod("b") {
+		t.Fatalf("after 41 was served the head is b; got %+v", h)
 	}
-	if q.Leave(c, "someone else") || !q.Leave(c, "c") || q.Leave(c, "c") || len(q.Waiting(0)) != 0 {
-		t.Fatalf("leave: %+v", q.Waiters)
+	q.Trim(41)
+	if len(q.Waiters) != 1 {
+		t.Fatalf("trim: %+v", q.Waiters)
+	}
+	// The same write as the first, over another version: not a no-op.
+	again := &coordinationv1.Lease{}
+	again.ResourceVersion = "50"
+	var first Queue
+	first.Add(pod("a"), now)
+	if err := WriteQueue(again, first); err != nil {
+		t.Fatal(err)
+	}
+	if again.Annotations[locksv1alpha1.QueueAnnotation] == stored {
+		t.Fatalf("re-adding pod a over version 50 stores what was stored over 40: %s", stored)
+	}
+	if got := first.Merge([]Waiter{{Ticket: 3, Holder: "client"}}); len(got.Waiters) != 1 || len(got.Added) != 1 {
+		t.Fatalf("merge: %+v", got)
+	}
+	// Two entries added in one write would share its resourceVersion as their ticket.
+	first.Add(pod("b"), now)
+	if err := WriteQueue(again, first); !errors.Is(err, ErrOneAddedPerWrite) {
+		t.Fatalf("two entries added in one write: %v; want ErrOneAddedPerWrite", err)
 	}
 }
 
 // Entries that do not follow the format are skipped, never fatal; writers other than the
 // manager keep them as they were, and a value that is not a queue at all is moved aside.
 func TestQueueToleratesMalformedEntries(t *testing.T) {
-	v := `{"next": 9, "waiters": [
-		{"ticket": 3, "holder": "a", "beat": "soon"},
-		{"ticket": 4, "holder": "b", "since": "2026-01-01T00:00:00Z", "beat": 2, "extra": true},
-		{"ticket": 4, "holder": "dup"},
-		{"holder": "no-ticket"},
+	v := `{"after": "x", "waiters": [
+		{"ticket": 3, "holder": "pod/a/u", "beat": "soon"},
+		{"ticket": 4, "holder": "pod/b/u", "since": "2026-01-01T00:00:00Z", "beat": 2, "extra": true},
+		{"ticket": 4, "holder": "pod/dup/u"},
+		{"holder": "pod/no-ticket/u"},
 		{"ticket": 5, "holder": ""},
-		{"ticket": -6, "holder": "neg"},
-		{"ticket": 7, "holder": "c", "beat": -1},
+		{"ticket": -6, "holder": "pod/neg/u"},
+		{"ticket": 7, "holder": "pod/c/u", "beat": -1},
+		{"ticket": 8, "holder": "a-client"},
 		"not an object",
-		{"ticket": 8, "holder": "d"}]}`
-	q := ParseQueue(v)
-	if len(q.Waiters) != 2 || q.Waiters[0].Holder != "b" || q.Waiters[0].Beat != 2 || q.Waiters[1].Holder != "d" {
+		{"ticket": 9, "holder": "pod/d/u"}]}`
+	q := ParseQueue(v, 20)
+	if len(q.Waiters) != 2 || q.Waiters[0].Holder != "pod/b/u" || q.Waiters[0].Beat != 2 || q.Waiters[1].Holder != "pod/d/u" {
 		t.Fatalf("well-formed entries %+v; want b and d", q.Waiters)
 	}
-	if len(q.Malformed) != 7 || q.Next != 9 {
-		t.Fatalf("malformed %d, next %d; want 7, 9", len(q.Malformed), q.Next)
+	if len(q.Malformed) != 8 {
+		t.Fatalf("malformed %d; want 8 (a client entry among them)", len(q.Malformed))
 	}
-	if h, ok := q.Head(0); !ok || h.Holder != "b" {
+	if h, ok := q.Head(0); !ok || h.Holder != "pod/b/u" {
 		t.Fatalf("head %+v; a malformed entry is skipped", h)
 	}
-	if tk := q.Join("e", 0, time.Unix(1, 0)); tk != 9 {
-		t.Fatalf("ticket %d; want 9", tk)
-	}
+	q.Add(pod("e"), time.Unix(1, 0))
 	l := &coordinationv1.Lease{}
+	l.ResourceVersion = "20"
 	if err := WriteQueue(l, q); err != nil {
 		t.Fatal(err)
 	}
+	l.ResourceVersion = "21"
 	back := ReadQueue(l)
-	if len(back.Waiters) != 3 || len(back.Malformed) != 7 || back.Next != 10 {
+	if len(back.Waiters) != 3 || len(back.Malformed) != 8 || back.Waiters[2].Ticket != 21 {
 		t.Fatalf("read back %+v", back)
+	}
+	if q := ParseQueue(`{"waiters":[{"ticket":0,"holder":"pod/a/u"}]}`, 0); len(q.Malformed) != 1 {
+		t.Fatalf("ticket 0 on a version that is not a ticket is malformed: %+v", q)
 	}
 
 	for _, bad := range []string{"{not json", `[1,2]`, `{"waiters": {"ticket": 1}}`, `"q"`} {
-		q := ParseQueue(bad)
+		q := ParseQueue(bad, 20)
 		if q.Unreadable != bad || len(q.Waiters) != 0 {
 			t.Fatalf("%s: %+v; want an empty queue that remembers the value", bad, q)
 		}
-		tk := q.Join("a", 41, time.Unix(1, 0))
+		q.Add(pod("a"), time.Unix(1, 0))
 		l := &coordinationv1.Lease{}
-		if err := WriteQueue(l, q); err != nil || tk != 42 {
-			t.Fatalf("%s: join %d, write %v", bad, tk, err)
+		l.ResourceVersion = "41"
+		if err := WriteQueue(l, q); err != nil {
+			t.Fatalf("%s: write %v", bad, err)
 		}
 		if l.Annotations[locksv1alpha1.QueueUnreadableAnnotation] != bad || len(ReadQueue(l).Waiters) != 1 {
 			t.Fatalf("%s: annotations %v", bad, l.Annotations)
 		}
 	}
-	if q := ParseQueue(`{"next": "x", "waiters": [{"ticket": 3, "holder": "a"}]}`); len(q.Waiters) != 1 || q.Join("b", 0, time.Unix(1, 0)) != 4 {
-		t.Fatalf("a next that is not a ticket is recomputed from the entries: %+v", q)
-	}
 }
 
 func TestQueueBound(t *testing.T) {
 	big := Queue{}
-	for range 300 {
-		big.Join(strings.Repeat("x", 1000), 0, time.Unix(1000, 0))
+	for i := range 300 {
+		big.Waiters = append(big.Waiters, Waiter{Ticket: Ticket(i + 1),
+			Holder: locksv1alpha1.PodHolderPrefix + strings.Repeat("x", 1000) + strconv.Itoa(i)})
 	}
 	if err := WriteQueue(&coordinationv1.Lease{}, big); !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("300 waiters of 1000 bytes: %v; want ErrQueueFull", err)
 	}
-	if q := ParseQueue(`{"waiters":[{"ticket":1,"holder":"` + strings.Repeat("x", MaxHolderLen+1) + `"}]}`); len(q.Malformed) != 1 {
+	if q := ParseQueue(`{"waiters":[{"ticket":1,"holder":"pod/`+strings.Repeat("x", MaxHolderLen+1)+`"}]}`, 0); len(q.Malformed) != 1 {
 		t.Fatalf("a holder over %d bytes is malformed: %+v", MaxHolderLen, q)
 	}
-	// A ticket with no successor would wrap every ticket computed after it.
-	q := ParseQueue(`{"next": 18446744073709551615, "waiters":[{"ticket":18446744073709551615,"holder":"evil"}]}`)
-	if len(q.Malformed) != 1 || q.Join("b", 0, time.Unix(1, 0)) != 1 {
-		t.Fatalf("a ticket above MaxTicket is malformed and next is recomputed: %+v", q)
+	if q := ParseQueue(`{"waiters":[{"ticket":18446744073709551615,"holder":"pod/evil/u"}]}`, 0); len(q.Malformed) != 1 {
+		t.Fatalf("a ticket above MaxTicket is malformed: %+v", q)
 	}
 }

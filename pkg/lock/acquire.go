@@ -65,6 +65,8 @@ func (l *Locker) TryAcquire(ctx context.Context) (*Grant, error) {
 // that watch until the grant ends or ctx does: its Release then hands the lock on in one write,
 // without reading the queue. A ctx that ends when Acquire returns costs only that read.
 //
+// Acquire calls of one Locker wait one at a time: its identity queues once per lock.
+//
 // An API server that is restarting or overloaded does not end the wait: transient errors of its
 // reads, watches and writes (connection refused or reset, timeouts, 429, 5xx) are retried with a
 // jittered backoff of at most 1.5 s until ctx ends, and the error then says what failed last. A
@@ -72,6 +74,12 @@ func (l *Locker) TryAcquire(ctx context.Context) (*Grant, error) {
 // identity with the token that write issued) and returned, rather than waited out. Errors that do
 // not heal by retrying (Forbidden, Invalid, a malformed Lease) are returned at once.
 func (l *Locker) Acquire(ctx context.Context) (*Grant, error) {
+	select { // one Acquire of a Locker waits at a time (Locker.waitSlot); the others wait for it
+	case l.waitSlot <- struct{}{}:
+		defer func() { <-l.waitSlot }()
+	case <-ctx.Done():
+		return nil, l.waitError(ctx, &acquisition{})
+	}
 	a := &acquisition{}
 	backoff := retryBackoff()
 	g, err := l.tryLast(ctx, a)
@@ -129,13 +137,10 @@ type acquisition struct {
 	progress bool
 	// lastErr is the last transient error retried, for the error returned when ctx ends.
 	lastErr error
-	// ticket is this call's place in the lock's queue, zero while it is not queued; queue is the
-	// queue Lease it joined; beatDue is when its entry is next shown alive (local clock).
+	// ticket is this call's place in the lock's queue (its join's resourceVersion), zero while it
+	// is not queued; beatDue is when its waiter Lease is next shown alive (local clock).
 	ticket  lease.Ticket
-	queue   string
 	beatDue time.Time
-	// head is true when this waiter was the queue's head as it joined: it follows the queue.
-	head bool
 	// last is the lock's Lease as last seen, to look at again after a beat found the entry gone.
 	last *coordinationv1.Lease
 	// from, if set, is where the next round starts instead of listing the Lease.

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
 )
 
@@ -42,49 +43,82 @@ import (
 // queue instead.
 const followWait = 50 * time.Millisecond
 
-// follower keeps the last queue Lease a watch of both of the lock's Leases delivered.
+// follower keeps the lock's queue as a list of its Leases and the watch that follows showed it:
+// the queue Lease (the manager's pods) and the waiter Leases.
 type follower struct {
-	lock, queue string // the two Leases' names; another Lease that carries the label is ignored
-	stop        func() // ends the watch
+	lock string // the lock Lease's name; its queue and waiter Leases carry the role label
+	stop func() // ends the watch
 
-	mu    sync.Mutex
-	pos   string                // the last resourceVersion the watch delivered
-	ql    *coordinationv1.Lease // the last queue Lease it delivered; nil: none since it started
-	ended bool
-	moved chan struct{} // closed, and replaced, whenever pos moves or the follower ends
+	mu      sync.Mutex
+	pos     string                           // the last resourceVersion the list or watch showed
+	ql      *coordinationv1.Lease            // the queue Lease; nil: none
+	waiters map[string]*coordinationv1.Lease // the waiter Leases, by name
+	ended   bool
+	moved   chan struct{} // closed, and replaced, whenever pos moves or the follower ends
 }
 
-// waitWatch is the watch a waiting round follows, and its follower if it follows the queue.
+// waitWatch is the watch of the lock Lease a waiting round follows.
 type waitWatch struct {
-	w      watch.Interface
-	f      *follower
-	handed bool // a grant took the watch over
+	w   watch.Interface
+	l   *Locker
+	ctx context.Context // Acquire's: a follower started from the round's grant lives as long
 }
 
-// watch opens the watch a waiting round follows from resourceVersion rv: of both of the lock's
-// Leases for a waiter that is the queue's head on a lock whose Leases carry the label, else of the
-// lock Lease alone. The first comes with a follower. A served waiter hands it to its grant, which
-// follows it for as long as ctx (Acquire's) lives: a watch must not outlive what its caller
-// bounded, and a release without a follower reads the queue. A principal allowed to watch the
-// lock Lease by name only is told Forbidden: this Locker then watches by name from then on.
-func (l *Locker) watch(ctx context.Context, a *acquisition, cur *coordinationv1.Lease, rv string) (*waitWatch, error) {
-	if sel := l.followSelector(a, cur); sel != "" {
-		w, err := l.leases.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
-		if err == nil {
-			return &waitWatch{w: w, f: &follower{lock: l.name, queue: a.queue, moved: make(chan struct{}), stop: w.Stop}}, nil
-		}
-		if !apierrors.IsForbidden(err) {
-			return nil, err
-		}
-		l.noFollow.Store(true)
-	}
+// watch opens the watch a waiting round follows from resourceVersion rv: of the lock Lease alone.
+func (l *Locker) watch(ctx context.Context, _ *acquisition, _ *coordinationv1.Lease, rv string) (*waitWatch, error) {
 	w, err := l.leases.Watch(ctx, metav1.ListOptions{
 		FieldSelector: l.byName(), ResourceVersion: rv, AllowWatchBookmarks: true,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &waitWatch{w: w}, nil
+	return &waitWatch{w: w, l: l, ctx: ctx}, nil
+}
+
+// followFrom makes g, granted from the queue on Lease cur that others wait for, follow the
+// lock's queue until g ends or ctx (Acquire's) does: it lists the lock's Leases and watches them
+// from that list, in the background, so that its release needs no read (queueFor). A principal
+// that may not list or watch them that way reads at release, as does one whose follower is not
+// ready by then.
+func (l *Locker) followFrom(ctx context.Context, g *Grant, cur *coordinationv1.Lease) {
+	sel := lease.FollowSelector(cur)
+	if sel == "" || l.noFollow.Load() {
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	f := &follower{lock: l.name, waiters: map[string]*coordinationv1.Lease{}, moved: make(chan struct{}), stop: cancel}
+	g.mu.Lock()
+	g.follower = f
+	g.mu.Unlock()
+	go func() {
+		defer f.end()
+		list, err := l.leases.List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			l.noFollow.Store(l.noFollow.Load() || apierrors.IsForbidden(err))
+			return
+		}
+		w, err := l.leases.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: list.ResourceVersion,
+			AllowWatchBookmarks: true})
+		if err != nil {
+			l.noFollow.Store(l.noFollow.Load() || apierrors.IsForbidden(err))
+			return
+		}
+		defer w.Stop()
+		f.mu.Lock()
+		for i := range list.Items {
+			f.keep(&list.Items[i], watch.Added)
+		}
+		f.pos = list.ResourceVersion
+		close(f.moved)
+		f.moved = make(chan struct{})
+		f.mu.Unlock()
+		for ev := range w.ResultChan() {
+			le, ok := f.observe(ev)
+			if !ok || (le != nil && !g.heldIn(le)) {
+				return
+			}
+		}
+	}()
 }
 
 // byName selects the lock Lease alone.
@@ -92,48 +126,21 @@ func (l *Locker) byName() string {
 	return fields.OneTermEqualSelector("metadata.name", l.name).String()
 }
 
-// lockEvent returns the event the waiter decides on: ev itself, or, on a watch that follows the
-// queue, the lock Lease's event, with the queue's events kept by the follower and passed on as
-// bookmarks. It returns false when the watch cannot be followed any more: re-list.
-func (ww *waitWatch) lockEvent(ev watch.Event) (watch.Event, bool) {
-	if ww.f == nil {
-		return ev, true
-	}
-	le, ok := ww.f.observe(ev)
-	if le == nil {
-		return watch.Event{Type: watch.Bookmark}, ok
-	}
-	return watch.Event{Type: ev.Type, Object: le}, ok
-}
+// lockEvent returns the event the waiter decides on: the watch is of the lock Lease alone.
+func (ww *waitWatch) lockEvent(ev watch.Event) (watch.Event, bool) { return ev, true }
 
-// grant hands a watch that follows the queue to g, the grant the round ends with.
+// grant makes g, the grant the round ends with, follow the queue if others wait (followFrom).
 func (ww *waitWatch) grant(g *Grant) *Grant {
-	if g != nil && ww.f != nil {
-		ww.handed = true
-		g.follow(ww.f, ww.w)
+	if g != nil {
+		if st, err := lease.Read(g.lease); err == nil && st.Waiting {
+			ww.l.followFrom(ww.ctx, g, g.lease)
+		}
 	}
 	return g
 }
 
-// stop ends the watch at the end of the round, unless a grant took it over.
-func (ww *waitWatch) stop() {
-	switch {
-	case ww.handed:
-	case ww.f != nil:
-		ww.f.end()
-	default:
-		ww.w.Stop()
-	}
-}
-
-// followSelector is the selector of the watch a waiter follows the queue with, or "" if it waits
-// on the lock Lease alone.
-func (l *Locker) followSelector(a *acquisition, cur *coordinationv1.Lease) string {
-	if cur == nil || a.ticket == 0 || !a.head || l.noFollow.Load() || a.queue != lease.QueueOf(cur) {
-		return ""
-	}
-	return lease.FollowSelector(cur)
-}
+// stop ends the watch at the end of the round.
+func (ww *waitWatch) stop() { ww.w.Stop() }
 
 // observe records ev. It returns the lock Lease the event carries, if any, and false once the
 // watch cannot be followed: an error event, or the lock Lease gone from the selection (deleted,
@@ -148,16 +155,14 @@ func (f *follower) observe(ev watch.Event) (*coordinationv1.Lease, bool) {
 	f.mu.Lock()
 	switch {
 	case ev.Type == watch.Bookmark:
-	case le.Name == f.queue && ev.Type == watch.Deleted:
-		f.ql = nil // a recreated queue Lease is shown afresh
-	case le.Name == f.queue:
-		f.ql = le
 	case le.Name == f.lock && ev.Type == watch.Deleted:
 		f.mu.Unlock()
 		f.end()
 		return nil, false
 	case le.Name == f.lock:
 		lock = le
+	default:
+		f.keep(le, ev.Type)
 	}
 	if le.ResourceVersion != "" {
 		f.pos = le.ResourceVersion
@@ -166,6 +171,21 @@ func (f *follower) observe(ev watch.Event) (*coordinationv1.Lease, bool) {
 	f.moved = make(chan struct{})
 	f.mu.Unlock()
 	return lock, true
+}
+
+// keep records le, one of the lock's queue Leases, as an event of type t shows it (f.mu held, or
+// f not shared yet).
+func (f *follower) keep(le *coordinationv1.Lease, t watch.EventType) {
+	switch le.Labels[locksv1alpha1.RoleLabel] {
+	case locksv1alpha1.RoleQueue:
+		if f.ql = le; t == watch.Deleted {
+			f.ql = nil // a recreated queue Lease is shown afresh
+		}
+	case locksv1alpha1.RoleWaiter:
+		if f.waiters[le.Name] = le; t == watch.Deleted {
+			delete(f.waiters, le.Name)
+		}
+	}
 }
 
 // end stops the watch; the follower then answers nothing.
@@ -181,21 +201,30 @@ func (f *follower) end() {
 	f.stop()
 }
 
-// queueAsOf returns the queue Lease as of resourceVersion rv or later (lease.Covers), waiting up
-// to followWait for the watch to get there. It returns false when it cannot say: the watch has
-// shown no queue Lease since it started, lags, or ended; the queue is then read.
-func (f *follower) queueAsOf(ctx context.Context, rv string) (*coordinationv1.Lease, bool) {
+// queueAsOf returns the queue as of resourceVersion rv or later (lease.Covers) for a lock whose
+// last queued grant is served, waiting up to followWait for the watch to get there. It returns
+// false when it cannot say: the watch lags, or ended; the queue is then read.
+func (f *follower) queueAsOf(ctx context.Context, rv string, served lease.Ticket) (*lease.Queue, bool) {
 	timer := time.NewTimer(followWait) // a bound on a network wait, not lock time: the real clock
 	defer timer.Stop()
 	for {
 		f.mu.Lock()
-		ql, pos, ended, moved := f.ql, f.pos, f.ended, f.moved
+		pos, ended, moved := f.pos, f.ended, f.moved
+		if !ended && lease.Covers(pos, rv) {
+			items := make([]*coordinationv1.Lease, 0, len(f.waiters)+1)
+			if f.ql != nil {
+				items = append(items, f.ql)
+			}
+			for _, w := range f.waiters {
+				items = append(items, w)
+			}
+			f.mu.Unlock()
+			q, _ := lease.QueueFrom(items, served)
+			return &q, true
+		}
 		f.mu.Unlock()
-		switch {
-		case ended || ql == nil:
+		if ended {
 			return nil, false
-		case lease.Covers(pos, rv):
-			return ql, true
 		}
 		select {
 		case <-moved:
@@ -205,23 +234,6 @@ func (f *follower) queueAsOf(ctx context.Context, rv string) (*coordinationv1.Le
 			return nil, false
 		}
 	}
-}
-
-// follow hands the waiting round's watch to g, which follows it until the grant ends: released,
-// lost, or, as the watch shows, no longer this holder's.
-func (g *Grant) follow(f *follower, w watch.Interface) {
-	g.mu.Lock()
-	g.follower = f
-	g.mu.Unlock()
-	go func() {
-		defer f.end()
-		for ev := range w.ResultChan() {
-			le, ok := f.observe(ev)
-			if !ok || (le != nil && !g.heldIn(le)) {
-				return
-			}
-		}
-	}()
 }
 
 // unfollow ends the grant's follower, if any.
@@ -251,9 +263,11 @@ func (g *Grant) queueFor(ctx context.Context, cur *coordinationv1.Lease) (*lease
 	g.mu.Lock()
 	f := g.follower
 	g.mu.Unlock()
-	var known *coordinationv1.Lease
-	if f != nil && f.queue == lease.QueueOf(cur) {
-		known, _ = f.queueAsOf(ctx, cur.ResourceVersion)
+	if f != nil {
+		st, _ := lease.Read(cur) // the transition that asked for the queue has vetted cur
+		if q, ok := f.queueAsOf(ctx, cur.ResourceVersion, st.Served); ok {
+			return q, nil
+		}
 	}
-	return g.locker.readQueue(ctx, cur, known)
+	return g.locker.readQueue(ctx, cur)
 }

@@ -18,29 +18,46 @@ package lock
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/lease"
 )
 
 func leaseAt(name, rv string) *coordinationv1.Lease {
 	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv}}
 }
 
+// waiterAt is holder's waiter Lease at rv, joined then (no stamped ticket: rv is its ticket).
+func waiterAt(holder, rv string) *coordinationv1.Lease {
+	l := leaseAt("w-"+holder, rv)
+	l.Labels = map[string]string{locksv1alpha1.RoleLabel: locksv1alpha1.RoleWaiter}
+	l.Spec.HolderIdentity = &holder
+	return l
+}
+
+func holders(q *lease.Queue) []string {
+	out := make([]string, 0, len(q.Waiters))
+	for _, w := range q.Waiters {
+		out = append(out, w.Holder)
+	}
+	return out
+}
+
 // The follower's bookkeeping, event by event: the pure part of following the queue (the watch's
 // order is the API server's, pinned by the integration suite).
 func TestFollowerKeepsTheQueueAsOfTheWatchPosition(t *testing.T) {
 	stopped := 0
-	f := &follower{lock: "l", queue: "q", moved: make(chan struct{}), stop: func() { stopped++ }}
+	f := &follower{lock: "l", waiters: map[string]*coordinationv1.Lease{}, moved: make(chan struct{}), stop: func() { stopped++ }}
 	ctx := context.Background()
-	if _, ok := f.queueAsOf(ctx, "1"); ok {
-		t.Fatal("a follower that has shown no queue Lease answered")
-	}
-	if le, ok := f.observe(watch.Event{Type: watch.Modified, Object: leaseAt("q", "5")}); le != nil || !ok {
-		t.Fatalf("a queue event: got %v, %v", le, ok)
+	if le, ok := f.observe(watch.Event{Type: watch.Added, Object: waiterAt("alice", "5")}); le != nil || !ok {
+		t.Fatalf("a waiter event: got %v, %v", le, ok)
 	}
 	if le, ok := f.observe(watch.Event{Type: watch.Modified, Object: leaseAt("l", "7")}); le == nil || le.Name != "l" || !ok {
 		t.Fatalf("a lock Lease event is handed on: got %v, %v", le, ok)
@@ -48,27 +65,30 @@ func TestFollowerKeepsTheQueueAsOfTheWatchPosition(t *testing.T) {
 	if le, ok := f.observe(watch.Event{Type: watch.Modified, Object: leaseAt("someone-elses", "8")}); le != nil || !ok {
 		t.Fatalf("another Lease with the label is ignored: got %v, %v", le, ok)
 	}
-	if ql, ok := f.queueAsOf(ctx, "7"); !ok || ql.ResourceVersion != "5" {
-		t.Fatalf("as of 7: got %v, %v; want the queue Lease at 5", ql, ok)
+	if q, ok := f.queueAsOf(ctx, "7", 0); !ok || !slices.Equal(holders(q), []string{"alice"}) {
+		t.Fatalf("as of 7: got %v, %v; want alice", q, ok)
 	}
 
 	// A release conditioned on a version the watch has not shown yet waits for it.
 	go func() {
 		time.Sleep(5 * time.Millisecond)
-		f.observe(watch.Event{Type: watch.Modified, Object: leaseAt("q", "9")})
+		f.observe(watch.Event{Type: watch.Added, Object: waiterAt("bob", "9")})
 		f.observe(watch.Event{Type: watch.Bookmark, Object: leaseAt("", "12")})
 	}()
-	if ql, ok := f.queueAsOf(ctx, "11"); !ok || ql.ResourceVersion != "9" {
-		t.Fatalf("as of 11: got %v, %v; want the queue Lease at 9, shown before the bookmark at 12", ql, ok)
+	if q, ok := f.queueAsOf(ctx, "11", 0); !ok || !slices.Equal(holders(q), []string{"alice", "bob"}) {
+		t.Fatalf("as of 11: got %v, %v; want alice, then bob, shown before the bookmark at 12", q, ok)
+	}
+	if q, ok := f.queueAsOf(ctx, "11", 5); !ok || !slices.Equal(holders(q), []string{"bob"}) {
+		t.Fatalf("served 5: got %v, %v; want bob alone", q, ok)
 	}
 	start := time.Now()
-	if _, ok := f.queueAsOf(ctx, "13"); ok || time.Since(start) < followWait {
+	if _, ok := f.queueAsOf(ctx, "13", 0); ok || time.Since(start) < followWait {
 		t.Fatalf("a version the watch never shows: answered %v after %v", ok, time.Since(start))
 	}
 
-	f.observe(watch.Event{Type: watch.Deleted, Object: leaseAt("q", "14")})
-	if _, ok := f.queueAsOf(ctx, "14"); ok {
-		t.Fatal("a deleted queue Lease is not known to be empty: it is read")
+	f.observe(watch.Event{Type: watch.Deleted, Object: waiterAt("alice", "14")})
+	if q, ok := f.queueAsOf(ctx, "14", 0); !ok || !slices.Equal(holders(q), []string{"bob"}) {
+		t.Fatalf("a deleted waiter Lease leaves the queue: got %v, %v", q, ok)
 	}
 	if _, ok := f.observe(watch.Event{Type: watch.Deleted, Object: leaseAt("l", "15")}); ok || stopped != 1 {
 		t.Fatalf("the lock Lease leaving the selection ends the follower: ok %v, stopped %d", ok, stopped)
@@ -80,12 +100,12 @@ func TestFollowerKeepsTheQueueAsOfTheWatchPosition(t *testing.T) {
 }
 
 func TestFollowerEndsOnAWatchError(t *testing.T) {
-	f := &follower{lock: "l", queue: "q", moved: make(chan struct{}), stop: func() {}}
-	f.observe(watch.Event{Type: watch.Modified, Object: leaseAt("q", "5")})
+	f := &follower{lock: "l", waiters: map[string]*coordinationv1.Lease{}, moved: make(chan struct{}), stop: func() {}}
+	f.observe(watch.Event{Type: watch.Modified, Object: waiterAt("alice", "5")})
 	if _, ok := f.observe(watch.Event{Type: watch.Error, Object: &metav1.Status{Code: 410}}); ok {
 		t.Fatal("an error event was followed")
 	}
-	if _, ok := f.queueAsOf(context.Background(), "5"); ok {
+	if _, ok := f.queueAsOf(context.Background(), "5", 0); ok {
 		t.Fatal("an ended follower answered")
 	}
 }

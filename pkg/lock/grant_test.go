@@ -175,41 +175,39 @@ func TestKeepAlivePresumedLost(t *testing.T) {
 	}
 }
 
-// A release reads the queue as of the Lease it writes over ("not older than" its
-// resourceVersion, from the API server's watch cache). It reads again from etcd if the cache
-// cannot catch up, or shows nobody to serve (it may lag a join made a moment ago): either way it
-// serves the head in its write.
+// A release reads the queue (one list of the queue Lease and the waiter Leases) as of the Lease it writes
+// over ("not older than" its resourceVersion, from the API server's watch cache). It reads again
+// from etcd if the cache cannot catch up, or shows nobody to serve (it may lag a join made a
+// moment ago): either way it serves the head in its write.
 func TestReleaseReadsQueueAsOfItsLease(t *testing.T) {
 	for _, c := range []struct {
 		cache string // what the API server's cache answers: "fresh", "behind" (cannot catch up), "lags" (no join yet)
 		reads []string
-	}{{"fresh", []string{"13"}}, {"behind", []string{"13", ""}}, {"lags", []string{"13", ""}}} {
+	}{{"fresh", []string{"list@13"}}, {"behind", []string{"list@13", "list@"}}, {"lags", []string{"list@13", "list@"}}} {
 		now := time.Now()
 		cur := semaphoreLease(2, "13", permit(1, "me", 11, 0, now))
 		cur.Annotations[locksv1alpha1.WaitingAnnotation] = "true"
-		ql := queueLease()
-		q := lease.Queue{}
-		q.Join("next", 0, now)
-		if err := lease.WriteQueue(ql, q); err != nil {
-			t.Fatal(err)
-		}
-		cs := casClientset(t, cur, ql)
+		ref := lease.LockOf(cur)
+		next := lease.NewWaiter("ns", locksv1alpha1.WaiterLeaseName(ref.UID, "next"), ref)
+		lease.JoinWaiter(nil, next, "next", now)
+		next.ResourceVersion = "12" // its join's: its ticket
+		cs := casClientset(t, cur, queueLease(), next)
 		var reads []string
-		cs.PrependReactor("get", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
-			get := a.(k8stesting.GetActionImpl)
-			if get.Name != ql.Name {
-				return false, nil, nil
-			}
-			reads = append(reads, get.GetOptions.ResourceVersion)
+		tooLarge := func() error {
+			err := apierrors.NewTimeoutError("Too large resource version: 13, current: 12", 1)
+			err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge}}
+			return err
+		}
+		cs.PrependReactor("list", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			rv := a.(k8stesting.ListActionImpl).ListOptions.ResourceVersion
+			reads = append(reads, "list@"+rv)
 			switch {
-			case get.GetOptions.ResourceVersion == "":
+			case rv == "":
 				return false, nil, nil
-			case c.cache == "behind": // as the API server answers
-				err := apierrors.NewTimeoutError("Too large resource version: 13, current: 12", 1)
-				err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge}}
-				return true, nil, err
+			case c.cache == "behind":
+				return true, nil, tooLarge()
 			case c.cache == "lags":
-				return true, queueLease(), nil
+				return true, &coordinationv1.LeaseList{}, nil
 			}
 			return false, nil, nil
 		})
@@ -221,7 +219,7 @@ func TestReleaseReadsQueueAsOfItsLease(t *testing.T) {
 			t.Fatalf("cache %s: Release: %v", c.cache, err)
 		}
 		if !slices.Equal(reads, c.reads) {
-			t.Errorf("cache %s: queue reads at resourceVersions %q; want %q", c.cache, reads, c.reads)
+			t.Errorf("cache %s: queue reads %q; want %q", c.cache, reads, c.reads)
 		}
 		got, err := cs.CoordinationV1().Leases("ns").Get(context.Background(), "pool", metav1.GetOptions{})
 		if err != nil {

@@ -53,6 +53,11 @@ type Locker struct {
 	// itself again from it with a single write; a stale copy only costs a conflict.
 	mu   sync.Mutex
 	last *coordinationv1.Lease
+	// mine is this identity's waiter Lease as last written: a join starts from it (one write).
+	mine *coordinationv1.Lease
+	// waitSlot is held by the Acquire that waits: an identity has one waiter Lease per lock, so
+	// two Acquires of one Locker that both queued would take each other's place in turn.
+	waitSlot chan struct{}
 }
 
 // Option configures a Locker.
@@ -77,7 +82,8 @@ func init() {
 // New returns a Locker for FencedLock namespace/name, or the error of invalid options (see
 // ValidateIdentity). It makes no API call.
 func New(leases coordinationv1client.LeasesGetter, namespace, name string, opts ...Option) (*Locker, error) {
-	l := &Locker{namespace: namespace, name: name, identity: defaultIdentity(), clock: clock.RealClock{}}
+	l := &Locker{namespace: namespace, name: name, identity: defaultIdentity(), clock: clock.RealClock{},
+		waitSlot: make(chan struct{}, 1)}
 	for _, o := range opts {
 		o(l)
 	}

@@ -197,7 +197,7 @@ func TestServedOnSemaphore(t *testing.T) {
 	cur.Annotations[locksv1alpha1.TicketAnnotation] = "7"
 	cs := casClientset(t, cur, queueLease())
 	l := newLocker(t, cs, "pool", WithIdentity("me"))
-	g, err := l.attempt(context.Background(), &acquisition{ticket: 7, queue: locksv1alpha1.QueueLeaseName(lockUID)}, cur)
+	g, err := l.attempt(context.Background(), &acquisition{ticket: 7}, cur)
 	if err != nil || g == nil {
 		t.Fatalf("attempt = %v, %v; want the grant of ticket 7", g, err)
 	}
@@ -236,7 +236,7 @@ func TestWaitCallbackOnSemaphore(t *testing.T) {
 	cs := casClientset(t, full, queueLease())
 	var seen []Status
 	l := newLocker(t, cs, "pool", WithIdentity("me"), WithWaitCallback(func(st Status) { seen = append(seen, st) }))
-	a := &acquisition{ticket: 5, queue: locksv1alpha1.QueueLeaseName(lockUID)}
+	a := &acquisition{ticket: 5}
 	for _, cur := range []*coordinationv1.Lease{full, full, oneLeft} {
 		if g, err := l.attempt(context.Background(), a, cur); g != nil || err != nil {
 			t.Fatalf("attempt = %v, %v; want to keep waiting", g, err)

@@ -28,61 +28,66 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
 )
 
-// The queue protocol of a waiting Acquire (docs/protocol.md, "The queue"): join the lock's queue
-// Lease once, mark the lock's Lease as waited for whenever it is not, and wait on the lock
-// Lease's watch until a release (or the manager) hands this waiter the lock. A queued waiter never
-// takes the lock itself, so a release wakes one waiter, not all. Every decision is a function of
-// pkg/lease; this file only reads and writes.
+// The queue protocol of a waiting Acquire (docs/protocol.md, the queue): join the lock's queue
+// once, by writing this identity's waiter Lease (which nobody else writes but the manager, so
+// joins do not conflict), mark the lock's Lease as waited for whenever it is not, and wait on the
+// lock Lease's watch until a release (or the manager) hands this waiter the lock. A queued waiter
+// never takes the lock itself, so a release wakes one waiter, not all. Every decision is a
+// function of pkg/lease; this file only reads and writes.
 
 // leaveTimeout bounds the writes of a waiter that gives up, which run after its context ended.
 const leaveTimeout = 5 * time.Second
 
-// join adds this Acquire to the lock's queue. A lock without a queue Lease (a manager older
-// than the queue) leaves it waiting unqueued, as before: every release wakes every such waiter.
+// join queues this Acquire: its ticket is the resourceVersion of the write that joins. A lock
+// whose Lease has no FencedLock owner (a manager older than the queue) leaves it waiting
+// unqueued, as before: every release wakes every such waiter.
 func (l *Locker) join(ctx context.Context, a *acquisition, cur *coordinationv1.Lease, st lease.State) error {
-	name := lease.QueueOf(cur)
-	if name == "" || l.noQueue {
+	ref := lease.LockOf(cur)
+	if ref == nil || l.noQueue {
 		return nil
 	}
-	err := l.updateQueue(ctx, name, func(q *lease.Queue) bool {
-		a.ticket = q.Join(l.identity, st.Served, l.clock.Now())
-		head, ok := q.Head(st.Served)
-		a.head = ok && head.Ticket == a.ticket
+	out, err := l.writeWaiter(ctx, ref, func(old, next *coordinationv1.Lease) bool {
+		if secs := int32(st.Duration / time.Second); secs > 0 {
+			next.Spec.LeaseDurationSeconds = &secs
+		}
+		lease.JoinWaiter(old, next, l.identity, l.clock.Now())
 		return true
 	})
-	if apierrors.IsNotFound(err) {
-		a.ticket = 0
-		return nil
-	}
 	if err != nil {
 		a.ticket = 0
 		return fmt.Errorf("lock %s: joining the queue: %w", l.key(), err)
 	}
-	a.queue, a.beatDue = name, l.clock.Now().Add(beatInterval(st))
+	a.ticket, _ = lease.WaiterTicket(out)
+	a.beatDue = l.clock.Now().Add(beatInterval(st))
 	return nil
 }
 
-// beatInterval is when this waiter next shows its entry alive: at a random point of the
-// interval lease.BeatInterval allows, so that waiters that joined together do not beat, and
-// collide on the one queue Lease they share, together.
+// beatInterval is when this waiter next shows it is alive: at a random point of the interval
+// lease.BeatInterval allows.
 func beatInterval(st lease.State) time.Duration {
 	lo, hi := lease.BeatInterval(max(st.Duration, minLeaseDuration))
 	return lo + time.Duration(rand.Int64N(int64(hi-lo)+1))
 }
 
-// beat shows this waiter's entry alive. An entry that is gone (the manager judged it dead, or the
-// queue Lease was recreated) leaves the waiter unqueued; the caller queues it again.
+// beat shows this waiter alive: a new renewTime on its waiter Lease. A waiter Lease that no
+// longer waits with this ticket (the manager judged it dead, or it was deleted) leaves the
+// waiter unqueued; the caller queues it again.
 func (l *Locker) beat(ctx context.Context, a *acquisition) error {
+	ref := lease.LockOf(a.last)
 	found := false
-	err := l.updateQueue(ctx, a.queue, func(q *lease.Queue) bool {
-		found = q.Beat(a.ticket, l.identity)
-		return found
-	})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("lock %s: showing the queue entry alive: %w", l.key(), err)
+	if ref != nil {
+		_, err := l.writeWaiter(ctx, ref, func(old, next *coordinationv1.Lease) bool {
+			// Judged on each copy: a retry after a conflict may find it dropped.
+			found = lease.BeatWaiter(old, next, l.identity, a.ticket, l.clock.Now()) == nil
+			return found
+		})
+		if err != nil {
+			return fmt.Errorf("lock %s: showing the waiter alive: %w", l.key(), err)
+		}
 	}
 	if !found {
 		a.ticket = 0
@@ -95,9 +100,9 @@ func (l *Locker) beat(ctx context.Context, a *acquisition) error {
 	return nil
 }
 
-// leave takes a waiter that gave up out of the queue: it removes the entry, then writes the
-// lock's Lease (lease.MarkLeft), so that no handover computed from a queue read before the entry
-// went can land after it; a handover that landed first is released (and handed on).
+// leave takes a waiter that gave up out of the queue: it clears its waiter Lease's holder, then
+// writes the lock's Lease (lease.MarkLeft), so that no handover computed from a queue read before
+// the waiter left can land after it; a handover that landed first is released (and handed on).
 func (l *Locker) leave(ctx context.Context, a *acquisition) {
 	if a.ticket == 0 {
 		return
@@ -106,7 +111,11 @@ func (l *Locker) leave(ctx context.Context, a *acquisition) {
 	a.ticket = 0
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
 	defer cancel()
-	_ = l.updateQueue(ctx, a.queue, func(q *lease.Queue) bool { return q.Leave(t, l.identity) })
+	if ref := lease.LockOf(a.last); ref != nil {
+		_, _ = l.writeWaiter(ctx, ref, func(old, next *coordinationv1.Lease) bool {
+			return lease.LeaveWaiter(old, next, l.identity, t) == nil
+		})
+	}
 	for ctx.Err() == nil {
 		cur, err := l.getLease(ctx)
 		if err != nil {
@@ -127,6 +136,70 @@ func (l *Locker) leave(ctx context.Context, a *acquisition) {
 	}
 }
 
+// writeWaiter writes this identity's waiter Lease on the lock ref names: change makes next from
+// old (nil when the Lease does not exist: next is then created) and reports whether to write. It
+// starts from the copy this Locker wrote last, so a join is one write; a conflict (the manager
+// wrote it) reads it again. It returns the Lease as written, or as read when change declined.
+func (l *Locker) writeWaiter(ctx context.Context, ref *metav1.OwnerReference,
+	change func(old, next *coordinationv1.Lease) bool) (*coordinationv1.Lease, error) {
+	name := locksv1alpha1.WaiterLeaseName(ref.UID, l.identity)
+	l.mu.Lock()
+	old := l.mine
+	l.mu.Unlock()
+	if old != nil && old.Name != name {
+		old = nil
+	}
+	read := old == nil
+	for attempt := 0; ; attempt++ {
+		if read {
+			got, err := l.leases.Get(ctx, name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				old = nil
+			case err != nil:
+				return nil, err
+			default:
+				old = got
+			}
+		}
+		var next *coordinationv1.Lease
+		if old == nil {
+			next = lease.NewWaiter(l.namespace, name, ref)
+		} else {
+			next = old.DeepCopy()
+			next.ManagedFields = lease.ResetManagedFields()
+		}
+		if !change(old, next) {
+			return old, nil
+		}
+		var out *coordinationv1.Lease
+		var err error
+		if old == nil {
+			out, err = l.leases.Create(ctx, next, metav1.CreateOptions{})
+		} else {
+			out, err = l.leases.Update(ctx, next, metav1.UpdateOptions{})
+		}
+		if err == nil {
+			l.mu.Lock()
+			l.mine = out
+			l.mu.Unlock()
+			return out, nil
+		}
+		// A conflict (the manager wrote it), a create that finds it, an update that finds it gone:
+		// read it again.
+		retry := apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || (old != nil && apierrors.IsNotFound(err))
+		if !retry {
+			return nil, err
+		}
+		read = true
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-l.clock.After(wait.Jitter(time.Millisecond<<min(attempt, 8), 1)):
+		}
+	}
+}
+
 // markWaiting tells the lock's holder that waiters are queued, so its release reads the queue.
 // A conflict is no failure: the next event shows the Lease again.
 func (l *Locker) markWaiting(ctx context.Context, cur *coordinationv1.Lease) error {
@@ -140,84 +213,49 @@ func (l *Locker) markWaiting(ctx context.Context, cur *coordinationv1.Lease) err
 	return nil
 }
 
-// readQueue reads the queue of the lock whose Lease is cur; a lock without a queue Lease has an
-// empty queue. The write that follows is conditioned on cur, so the queue is read as of cur or
-// later (getAtLeast), from the API server's watch cache, unless known, the queue Lease as of cur
-// or later that a follower kept, stands for that read. A queue with nobody to serve is read again
-// from etcd: the cache can lag a join made a moment ago, and a release that serves nobody removes
-// the waiting mark, which frees the lock to anyone instead of that waiter.
-func (l *Locker) readQueue(ctx context.Context, cur, known *coordinationv1.Lease) (*lease.Queue, error) {
+// readQueue reads the queue of the lock whose Lease is cur: one list of the lock's Leases (its
+// queue Lease, the manager's pods, and its waiter Leases, at one revision), as of cur or later
+// (the write that follows is conditioned on cur), from the API server's watch cache. A queue with
+// nobody to serve is listed again from etcd: the cache can lag a join made a moment ago, and a
+// release that serves nobody removes the waiting mark, which frees the lock to anyone instead of
+// that waiter.
+func (l *Locker) readQueue(ctx context.Context, cur *coordinationv1.Lease) (*lease.Queue, error) {
 	q := &lease.Queue{}
-	name := lease.QueueOf(cur)
-	if name == "" {
+	ref := lease.LockOf(cur)
+	if ref == nil {
 		return q, nil
 	}
 	st, _ := lease.Read(cur) // the transition that asked for the queue has vetted cur
 	for _, rv := range []string{cur.ResourceVersion, ""} {
-		ql, err := known, error(nil)
-		if known == nil || rv == "" {
-			ql, err = l.getAtLeast(ctx, name, rv)
-		}
-		if apierrors.IsNotFound(err) {
-			continue // no queue Lease: an empty queue
-		}
+		list, err := l.listAtLeast(ctx, lease.LockSelector(ref.UID), rv)
 		if err != nil {
 			return nil, fmt.Errorf("lock %s: reading the queue: %w", l.key(), err)
 		}
-		if *q = lease.ReadQueue(ql); len(q.Waiting(st.Served)) > 0 {
+		items := make([]*coordinationv1.Lease, 0, len(list.Items))
+		for i := range list.Items {
+			items = append(items, &list.Items[i])
+		}
+		// A malformed waiter Lease is the manager's to report.
+		if *q, _ = lease.QueueFrom(items, st.Served); len(q.Waiting(st.Served)) > 0 {
 			break
 		}
 	}
 	return q, nil
 }
 
-// updateQueue applies change to the queue Lease name with compare-and-swap, re-reading on
-// conflicts, and writes only if change reports a change. (Starting from the copy a release has
-// just read saves a read but conflicts more often: measured, it cost more than it saved. Reading
-// from the API server's watch cache, as a release does, saved nothing measurable either.)
-func (l *Locker) updateQueue(ctx context.Context, name string, change func(*lease.Queue) bool) error {
-	attempt := 0
-	for {
-		ql, err := l.leases.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		_, err = lease.CAS(ctx, l.writer, ql, func(next *coordinationv1.Lease) error {
-			q := lease.ReadQueue(next)
-			if !change(&q) {
-				return errUnchanged
-			}
-			return lease.WriteQueue(next, q)
-		})
-		if errors.Is(err, errUnchanged) || err == nil {
-			return nil
-		}
-		if !apierrors.IsConflict(err) {
-			return err
-		}
-		// Waiters that arrive together all conflict but one; a jittered pause that doubles (1 ms
-		// up to 0.5 s) spreads their retries instead of repeating the collision: n waiters
-		// arriving at once cost about n log n writes rather than n²/2. A waiter waits anyway.
-		attempt++
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-l.clock.After(wait.Jitter(time.Millisecond<<min(attempt-1, 8), 1)):
-		}
+// listAtLeast lists the Leases sel selects as of resourceVersion rv or later: every Lease write
+// up to rv is in what it returns (the API server's "not older than" list, served from its watch
+// cache without a round trip to etcd). The API server answers a list that its cache cannot serve
+// within 3 s with a ResourceVersionTooLarge timeout; that list is made again from etcd, which is
+// always as new. An empty rv lists from etcd.
+func (l *Locker) listAtLeast(ctx context.Context, sel, rv string) (*coordinationv1.LeaseList, error) {
+	opts := metav1.ListOptions{LabelSelector: sel}
+	if rv != "" {
+		opts.ResourceVersion, opts.ResourceVersionMatch = rv, metav1.ResourceVersionMatchNotOlderThan
 	}
-}
-
-var errUnchanged = errors.New("queue unchanged")
-
-// getAtLeast reads the Lease name as of resourceVersion rv or later: every Lease write up to rv
-// is in what it returns (the API server's "not older than" read, served from its watch cache
-// without a round trip to etcd). The API server answers a read that its cache cannot serve within
-// 3 s with a ResourceVersionTooLarge timeout; that read is made again from etcd, which is
-// always as new. An empty rv reads from etcd.
-func (l *Locker) getAtLeast(ctx context.Context, name, rv string) (*coordinationv1.Lease, error) {
-	le, err := l.leases.Get(ctx, name, metav1.GetOptions{ResourceVersion: rv})
+	list, err := l.leases.List(ctx, opts)
 	if rv != "" && apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
-		le, err = l.leases.Get(ctx, name, metav1.GetOptions{})
+		list, err = l.leases.List(ctx, metav1.ListOptions{LabelSelector: sel})
 	}
-	return le, err
+	return list, err
 }

@@ -31,7 +31,7 @@ import (
 )
 
 // conflictCounter wraps a Leases client and counts the updates refused as conflicts, apart for
-// lock Leases and queue Leases (the cycles rows show them per grant), and every
+// lock Leases and the queue's (waiter Leases; the cycles rows show them per grant), and every
 // read and update sent, with the time each took (the handover's requests per release).
 type conflictCounter struct {
 	coordinationv1client.LeasesGetter
@@ -55,7 +55,7 @@ func (l countingLeases) Update(ctx context.Context, le *coordinationv1.Lease, o 
 	defer func() { l.c.updNs.Add(int64(time.Since(t0))) }()
 	out, err := l.LeaseInterface.Update(ctx, le, o)
 	if apierrors.IsConflict(err) {
-		if strings.HasPrefix(le.Name, "fencedlock-queue-") {
+		if strings.HasPrefix(le.Name, "fencedlock-queue-") || strings.HasPrefix(le.Name, "fencedlock-wait-") {
 			l.c.queue.Add(1)
 		} else {
 			l.c.lock.Add(1)

@@ -22,7 +22,9 @@ package conformance
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,19 +60,44 @@ type Permit struct {
 
 // Outcome is the state a write leaves, or the write itself.
 type Outcome struct {
-	Holder          string            `json:"holder"`
-	Token           string            `json:"token"`
-	Granted         bool              `json:"granted"`
-	Renewed         bool              `json:"renewed"`
-	Annotations     map[string]string `json:"annotations"`
-	QueueRead       *bool             `json:"queueRead"`
-	Queue           *string           `json:"queue"`
-	QueueUnreadable *string           `json:"queueUnreadable"`
-	Ticket          uint64            `json:"ticket"`
+	Holder      string            `json:"holder"`
+	Token       string            `json:"token"`
+	Granted     bool              `json:"granted"`
+	Renewed     bool              `json:"renewed"`
+	Annotations map[string]string `json:"annotations"`
+	QueueRead   *bool             `json:"queueRead"`
+	// Waiter is the actor's waiter Lease after a join, beat or leave (or a raw write of it).
+	Waiter *WaiterOutcome `json:"waiter"`
 	// Limit is annotation fencedlock.io/permits after (0: the lock format); absent: as before.
 	Limit *int `json:"limit"`
 	// Permits are the permits held after, complete, when the Lease is a semaphore's after.
 	Permits map[string]Permit `json:"permits"`
+}
+
+// WaiterLease is a waiter Lease of the lock before, as a case gives it.
+type WaiterLease struct {
+	// Identity is whose Lease it is (its name ends in the hash of it).
+	Identity string `json:"identity"`
+	// Ticket is its ticket: the resourceVersion of its join (runners (b) and (c) join for real, so
+	// a case's tickets are ranks: MapTickets).
+	Ticket uint64 `json:"ticket"`
+	// Join is annotation fencedlock.io/join (0: "1").
+	Join int `json:"join"`
+	// Left: no holder (the waiter left, or the manager dropped it).
+	Left bool `json:"left"`
+}
+
+// JoinCount is annotation fencedlock.io/join of w.
+func (w WaiterLease) JoinCount() int { return max(w.Join, 1) }
+
+// WaiterOutcome is a waiter Lease after a write.
+type WaiterOutcome struct {
+	Holder string `json:"holder"`
+	Join   int    `json:"join"`
+	// Ticket: "rv" (a join: no fencedlock.io/ticket, the write's own resourceVersion is the
+	// ticket), "same" (fencedlock.io/ticket carries the ticket before), or a number (raw writes).
+	Ticket  string `json:"ticket"`
+	Renewed bool   `json:"renewed"`
 }
 
 // Semaphore reports whether the Lease is in the semaphore format after o, from before b.
@@ -83,11 +110,12 @@ func (o Outcome) Semaphore(b State) bool {
 
 // Case is one conformance case (the table's header describes the fields).
 type Case struct {
-	Name       string  `json:"name"`
-	Before     State   `json:"before"`
-	Queue      *string `json:"queue"`
-	Actor      string  `json:"actor"`
-	Transition string  `json:"transition"`
+	Name       string        `json:"name"`
+	Before     State         `json:"before"`
+	Queue      *string       `json:"queue"`
+	Waiters    []WaiterLease `json:"waiters"`
+	Actor      string        `json:"actor"`
+	Transition string        `json:"transition"`
 	Args       struct {
 		Token   string   `json:"token"`
 		Ticket  uint64   `json:"ticket"`
@@ -106,6 +134,128 @@ type Case struct {
 			Policy  string `json:"policy"`
 		} `json:"refused"`
 	} `json:"expect"`
+}
+
+// WaiterOf returns the case's waiter Lease of identity, if any.
+func (c Case) WaiterOf(identity string) (WaiterLease, bool) {
+	for _, w := range c.Waiters {
+		if w.Identity == identity {
+			return w, true
+		}
+	}
+	return WaiterLease{}, false
+}
+
+// WritesWaiter reports whether the case's write is to the actor's waiter Lease.
+func (c Case) WritesWaiter() bool {
+	switch c.Transition {
+	case "join", "beat", "leave":
+		return true
+	case "raw":
+		return c.Write != nil && c.Write.Waiter != nil
+	}
+	return false
+}
+
+// ticketKeys are the lock Lease annotations whose value is a ticket.
+var ticketKeys = []string{"fencedlock.io/ticket", "fencedlock.io/reserved", "fencedlock.io/left"}
+
+var (
+	queueTicket = regexp.MustCompile(`"ticket":\s*(\d+)`)
+	// textTicket is a ticket in a refusal's text: "ticket 4", "fencedlock.io/ticket (3)", "(above 5)".
+	textTicket = regexp.MustCompile(`(ticket |fencedlock\.io/ticket \(|\(above )(\d+)`)
+)
+
+// Tickets returns every ticket the case names, in order (0, no ticket, aside): the waiter Leases'
+// and the queue's, and those of the annotations, permits and arguments before and after.
+func (c Case) Tickets() []uint64 {
+	var out []uint64
+	c.MapTickets(func(t uint64) uint64 {
+		out = append(out, t)
+		return t
+	})
+	slices.Sort(out)
+	return slices.Compact(slices.DeleteFunc(out, func(t uint64) bool { return t == 0 }))
+}
+
+// MapTickets returns the case with each ticket t it names replaced by m(t) (0 stays 0): a runner
+// whose tickets are real resourceVersions maps the table's, which only rank them.
+func (c Case) MapTickets(m func(uint64) uint64) Case {
+	mt := func(t uint64) uint64 {
+		if t == 0 {
+			return 0
+		}
+		return m(t)
+	}
+	ms := func(v string) string {
+		t, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return v
+		}
+		return strconv.FormatUint(mt(t), 10)
+	}
+	annotations := func(a map[string]string) map[string]string {
+		if a == nil {
+			return nil
+		}
+		out := maps.Clone(a)
+		for _, k := range ticketKeys {
+			if v, ok := out[k]; ok {
+				out[k] = ms(v)
+			}
+		}
+		return out
+	}
+	permits := func(ps map[string]Permit) map[string]Permit {
+		if ps == nil {
+			return nil
+		}
+		out := map[string]Permit{}
+		for n, p := range ps {
+			p.Ticket = mt(p.Ticket)
+			out[n] = p
+		}
+		return out
+	}
+	outcome := func(o *Outcome) *Outcome {
+		if o == nil {
+			return nil
+		}
+		x := *o
+		x.Annotations, x.Permits = annotations(o.Annotations), permits(o.Permits)
+		if o.Waiter != nil {
+			w := *o.Waiter
+			w.Ticket = ms(w.Ticket)
+			x.Waiter = &w
+		}
+		return &x
+	}
+	c.Before.Annotations, c.Before.Permits = annotations(c.Before.Annotations), permits(c.Before.Permits)
+	c.Args.Ticket = mt(c.Args.Ticket)
+	if c.Queue != nil {
+		q := queueTicket.ReplaceAllStringFunc(*c.Queue, func(s string) string {
+			return `"ticket":` + ms(queueTicket.FindStringSubmatch(s)[1])
+		})
+		c.Queue = &q
+	}
+	ws := slices.Clone(c.Waiters)
+	for i := range ws {
+		ws[i].Ticket = mt(ws[i].Ticket)
+	}
+	c.Waiters = ws
+	c.Write, c.Expect.Admitted = outcome(c.Write), outcome(c.Expect.Admitted)
+	if r := c.Expect.Refused; r != nil {
+		text := func(v string) string {
+			return textTicket.ReplaceAllStringFunc(v, func(s string) string {
+				m := textTicket.FindStringSubmatch(s)
+				return m[1] + ms(m[2])
+			})
+		}
+		x := *r
+		x.Message, x.Policy = text(r.Message), text(r.Policy)
+		c.Expect.Refused = &x
+	}
+	return c
 }
 
 // Load reads the table at path, refusing fields it does not know.

@@ -267,7 +267,7 @@ var _ = Describe("No way around the fence", func() {
 		handover := renew.DeepCopy()
 		handover.Spec.HolderIdentity = new("eve")
 		handover.Annotations[locksv1alpha1.TokenAnnotation] = renew.ResourceVersion
-		handover.Annotations[locksv1alpha1.TicketAnnotation] = "1" // the queue head's ticket
+		handover.Annotations[locksv1alpha1.TicketAnnotation] = (kit.LeaseState(ns, "settlement").Served + 1).String() // the queue head's ticket
 		Expect(mallory.Update(ctx, handover)).To(Succeed(), "a handover is a release and a grant to the queue's head in one write")
 		release := handover.DeepCopy()
 		release.Spec.HolderIdentity = nil
@@ -355,13 +355,12 @@ var _ = Describe("No way around the fence", func() {
 			}
 		}
 
-		By("a join, as docs/protocol.md writes it, is admitted, also from a client that sends an empty holder")
+		By("an entry of one's own in the queue Lease is refused: clients queue on their waiter Lease")
 		join := ql.DeepCopy()
-		join.Spec.HolderIdentity = new("")
 		q := lease.ReadQueue(join)
-		q.Join("mallory", 0, time.Now())
+		q.Add(locksv1alpha1.PodHolderIdentity("mallory", "uid"), time.Now())
 		Expect(lease.WriteQueue(join, q)).To(Succeed())
-		Expect(mallory.Update(ctx, join)).To(Succeed())
+		policyDenied(mallory.Update(ctx, join), "fencedlock-queue-lease", "only the manager writes it")
 
 		By("a queue Lease made before the role label existed gets it from the manager")
 		Expect(k8sClient.Patch(ctx, join, client.RawPatch(types.JSONPatchType,

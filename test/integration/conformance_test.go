@@ -17,9 +17,7 @@ limitations under the License.
 package integration
 
 import (
-	"bytes"
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -67,10 +65,6 @@ func caseWrite(c conformance.Case) (w *conformance.Outcome, admitted bool) {
 		return c.Expect.Admitted, true
 	}
 	return nil, false
-}
-
-func caseWritesQueue(c conformance.Case) bool {
-	return c.Transition == "join" || c.Transition == "beat" || c.Transition == "leave"
 }
 
 // conformanceAnnotations are the lock Lease annotations a case's outcome lists (the token aside).
@@ -129,13 +123,129 @@ func conformanceToken(spec, installedToken, rv string) string {
 	return spec
 }
 
+// installTickets makes a case's tickets real ones (the table's only rank them): in the order of
+// the tickets the case names, it joins each of the case's waiter Leases (a create, as the manager
+// may: its resourceVersion is the ticket) and takes a fresh resourceVersion (a write of a scratch
+// Lease) for every other ticket. It returns the case with every ticket mapped to its real one.
+func installTickets(ns, lockName string, c conformance.Case) conformance.Case {
+	ref := lease.LockOf(kit.GetLease(ns, lockName))
+	ExpectWithOffset(1, ref).NotTo(BeNil(), "lock %s has a FencedLock owner", lockName)
+	byTicket := map[uint64]conformance.WaiterLease{}
+	for _, w := range c.Waiters {
+		byTicket[w.Ticket] = w
+	}
+	mapped := map[uint64]uint64{}
+	for _, t := range c.Tickets() {
+		var rv string
+		if w, ok := byTicket[t]; ok {
+			l := lease.NewWaiter(ns, locksv1alpha1.WaiterLeaseName(ref.UID, w.Identity), ref)
+			l.Annotations = map[string]string{locksv1alpha1.JoinAnnotation: strconv.Itoa(w.JoinCount())}
+			if !w.Left {
+				l.Spec.HolderIdentity = new(w.Identity)
+			}
+			now := metav1.NewMicroTime(time.Now())
+			l.Spec.RenewTime = &now
+			ExpectWithOffset(1, k8sClient.Create(ctx, l)).To(Succeed())
+			rv = l.ResourceVersion
+		} else {
+			clock := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ticket-clock-" + lockName}}
+			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(clock), clock); apierrors.IsNotFound(err) {
+				ExpectWithOffset(1, k8sClient.Create(ctx, clock)).To(Succeed())
+			} else {
+				ExpectWithOffset(1, err).NotTo(HaveOccurred())
+				clock.Spec.LeaseTransitions = new(ptr.Deref(clock.Spec.LeaseTransitions, 0) + 1)
+				ExpectWithOffset(1, k8sClient.Update(ctx, clock)).To(Succeed())
+			}
+			rv = clock.ResourceVersion
+		}
+		n, err := strconv.ParseUint(rv, 10, 64)
+		ExpectWithOffset(1, err).NotTo(HaveOccurred())
+		mapped[t] = n
+	}
+	return c.MapTickets(func(t uint64) uint64 { return mapped[t] })
+}
+
+// waiterOf returns identity's waiter Lease of the lock, nil if it has none.
+func waiterOf(ns, lockName, identity string) *coordinationv1.Lease {
+	ref := lease.LockOf(kit.GetLease(ns, lockName))
+	ExpectWithOffset(1, ref).NotTo(BeNil())
+	l, err := clientset.CoordinationV1().Leases(ns).Get(ctx, locksv1alpha1.WaiterLeaseName(ref.UID, identity), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return l
+}
+
+// waiterWrite is the write of the actor's waiter Lease (before: nil for a create) an outcome
+// gives.
+func waiterWrite(ns, lockName string, c conformance.Case, before *coordinationv1.Lease, w conformance.WaiterOutcome) *coordinationv1.Lease {
+	var out *coordinationv1.Lease
+	if before == nil {
+		ref := lease.LockOf(kit.GetLease(ns, lockName))
+		out = lease.NewWaiter(ns, locksv1alpha1.WaiterLeaseName(ref.UID, c.Actor), ref)
+		out.Annotations = map[string]string{}
+	} else {
+		out = before.DeepCopy()
+		out.ManagedFields = lease.ResetManagedFields()
+	}
+	out.Spec.HolderIdentity = nil
+	if w.Holder != "" {
+		out.Spec.HolderIdentity = new(w.Holder)
+	}
+	out.Annotations[locksv1alpha1.JoinAnnotation] = strconv.Itoa(w.Join)
+	switch w.Ticket {
+	case "rv":
+		delete(out.Annotations, locksv1alpha1.TicketAnnotation)
+	case "same":
+		t, err := lease.WaiterTicket(before)
+		ExpectWithOffset(1, err).NotTo(HaveOccurred())
+		out.Annotations[locksv1alpha1.TicketAnnotation] = t.String()
+	default:
+		out.Annotations[locksv1alpha1.TicketAnnotation] = w.Ticket
+	}
+	if w.Renewed {
+		now := metav1.NewMicroTime(time.Now())
+		out.Spec.RenewTime = &now
+	}
+	return out
+}
+
+// expectConformanceWaiter checks the actor's waiter Lease (before: as installed, nil if none)
+// against an outcome.
+func expectConformanceWaiter(ns, lockName string, c conformance.Case, before *coordinationv1.Lease, w conformance.WaiterOutcome) {
+	got := waiterOf(ns, lockName, c.Actor)
+	ExpectWithOffset(1, got).NotTo(BeNil(), "the waiter Lease of %s", c.Actor)
+	ExpectWithOffset(1, ptr.Deref(got.Spec.HolderIdentity, "")).To(Equal(w.Holder), "waiter holder")
+	ExpectWithOffset(1, got.Annotations[locksv1alpha1.JoinAnnotation]).To(Equal(strconv.Itoa(w.Join)), "annotation fencedlock.io/join")
+	ticket, err := lease.WaiterTicket(got)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	switch w.Ticket {
+	case "rv":
+		ExpectWithOffset(1, got.Annotations).NotTo(HaveKey(locksv1alpha1.TicketAnnotation), "a join carries no ticket")
+		ExpectWithOffset(1, ticket.String()).To(Equal(got.ResourceVersion))
+	case "same":
+		was, err := lease.WaiterTicket(before)
+		ExpectWithOffset(1, err).NotTo(HaveOccurred())
+		ExpectWithOffset(1, ticket).To(Equal(was), "the ticket is carried")
+	default:
+		ExpectWithOffset(1, ticket.String()).To(Equal(w.Ticket))
+	}
+	var was *metav1.MicroTime
+	if before != nil {
+		was = before.Spec.RenewTime
+	}
+	renewed := !ptr.Deref(got.Spec.RenewTime, metav1.MicroTime{}).Time.Equal(ptr.Deref(was, metav1.MicroTime{}).Time)
+	ExpectWithOffset(1, renewed).To(Equal(w.Renewed), "waiter renewTime moved")
+}
+
 // installConformance installs a case's state before, as the manager would write it (a cluster
 // admin): the queue Lease's queue annotation, then the lock Lease's holder and annotations. A
 // holder is installed by a grant, so the installed token is the resourceVersion of that write,
-// whatever the table's number. It returns the lock Lease and the queue Lease as installed.
-func installConformance(ns, name string, c conformance.Case) (lock, queue *coordinationv1.Lease) {
+// whatever the table's number. It returns the lock Lease as installed.
+func installConformance(ns, name string, c conformance.Case) *coordinationv1.Lease {
 	cur := kit.GetLease(ns, name)
-	queue = kit.GetLease(ns, lease.QueueOf(cur))
+	queue := kit.GetLease(ns, lease.QueueOf(cur))
 	if queue.Annotations == nil {
 		queue.Annotations = map[string]string{}
 	}
@@ -148,9 +258,9 @@ func installConformance(ns, name string, c conformance.Case) (lock, queue *coord
 	ExpectWithOffset(1, k8sClient.Update(ctx, queue)).To(Succeed())
 
 	if c.Before.Limit > 0 {
-		return installSemaphore(c, cur), queue
+		return installSemaphore(c, cur)
 	}
-	lock = cur.DeepCopy()
+	lock := cur.DeepCopy()
 	delete(lock.Annotations, locksv1alpha1.PermitsAnnotation)
 	for k := range permitAnnotations(lock) {
 		delete(lock.Annotations, k)
@@ -168,7 +278,7 @@ func installConformance(ns, name string, c conformance.Case) (lock, queue *coord
 		}
 	}
 	ExpectWithOffset(1, k8sClient.Update(ctx, lock)).To(Succeed())
-	return lock, queue
+	return lock
 }
 
 // installSemaphore installs a semaphore's state before, as the manager would write it: the
@@ -266,15 +376,7 @@ func wantLimit(c conformance.Case, w *conformance.Outcome) string {
 }
 
 // conformanceWrite builds the case's write from the installed state.
-func conformanceWrite(c conformance.Case, w *conformance.Outcome, lock, queue *coordinationv1.Lease) *coordinationv1.Lease {
-	if caseWritesQueue(c) {
-		out := queue.DeepCopy()
-		out.Annotations[locksv1alpha1.QueueAnnotation] = ptr.Deref(w.Queue, "")
-		if w.QueueUnreadable != nil {
-			out.Annotations[locksv1alpha1.QueueUnreadableAnnotation] = *w.QueueUnreadable
-		}
-		return out
-	}
+func conformanceWrite(c conformance.Case, w *conformance.Outcome, lock *coordinationv1.Lease) *coordinationv1.Lease {
 	out := lock.DeepCopy()
 	tok := lock.Annotations[locksv1alpha1.TokenAnnotation]
 	out.Spec.HolderIdentity = nil
@@ -326,28 +428,6 @@ func conformanceWrite(c conformance.Case, w *conformance.Outcome, lock, queue *c
 	return out
 }
 
-// sameQueue compares two queue values entry by entry, "since" ignored.
-func sameQueue(got, want string) (bool, string) {
-	norm := func(q lease.Queue) string {
-		var b strings.Builder
-		fmt.Fprintf(&b, "next=%d", q.Next)
-		for _, w := range q.Waiters {
-			fmt.Fprintf(&b, " {%d %q beat=%d}", w.Ticket, w.Holder, w.Beat)
-		}
-		for _, m := range q.Malformed {
-			var c bytes.Buffer
-			if json.Compact(&c, m.Raw) != nil {
-				c.Reset()
-				c.Write(m.Raw)
-			}
-			fmt.Fprintf(&b, " malformed:%s", c.String())
-		}
-		return b.String()
-	}
-	g, w := norm(lease.ParseQueue(got)), norm(lease.ParseQueue(want))
-	return g == w, fmt.Sprintf("queue %s\nwant  %s", g, w)
-}
-
 // expectConformanceLease checks the lock Lease against an outcome, the lock having been
 // installed as installed.
 func expectConformanceLease(ns, name string, c conformance.Case, installed *coordinationv1.Lease, w *conformance.Outcome) {
@@ -396,14 +476,6 @@ func expectConformanceLease(ns, name string, c conformance.Case, installed *coor
 	ExpectWithOffset(1, renewed).To(Equal(w.Renewed || w.Granted), "renewTime moves in a renewal or a grant only")
 }
 
-// expectConformanceQueue checks the queue Lease against an outcome.
-func expectConformanceQueue(ns, name string, w *conformance.Outcome) {
-	got := kit.GetLease(ns, name)
-	ok, diff := sameQueue(got.Annotations[locksv1alpha1.QueueAnnotation], ptr.Deref(w.Queue, ""))
-	ExpectWithOffset(1, ok).To(BeTrue(), diff)
-	ExpectWithOffset(1, got.Annotations[locksv1alpha1.QueueUnreadableAnnotation]).To(Equal(ptr.Deref(w.QueueUnreadable, "")))
-}
-
 var _ = Describe("The conformance table against the API server", Ordered, ContinueOnFailure, func() {
 	cases, loadErr := conformanceCases()
 	var (
@@ -445,13 +517,33 @@ var _ = Describe("The conformance table against the API server", Ordered, Contin
 			if c.Actor == "manager" {
 				writer = k8sClient
 			}
+			c := installTickets(ns, name, c)
+			w, _ := caseWrite(c)
+			if c.WritesWaiter() {
+				before := waiterOf(ns, name, c.Actor)
+				sent := waiterWrite(ns, name, c, before, *w.Waiter)
+				var err error
+				if before == nil {
+					err = writer.Create(ctx, sent)
+				} else {
+					err = writer.Update(ctx, sent)
+				}
+				if !admitted {
+					policyDenied(err, "fencedlock-waiter-lease", c.Expect.Refused.Policy)
+					Expect(apierrors.IsInvalid(err) || apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+					return
+				}
+				Expect(err).NotTo(HaveOccurred(), "the write of the case was refused")
+				expectConformanceWaiter(ns, name, c, before, *w.Waiter)
+				return
+			}
 			var (
-				lock, queue, sent *coordinationv1.Lease
-				err               error
+				lock, sent *coordinationv1.Lease
+				err        error
 			)
 			for attempt := 0; ; attempt++ {
-				lock, queue = installConformance(ns, name, c)
-				sent = conformanceWrite(c, w, lock, queue)
+				lock = installConformance(ns, name, c)
+				sent = conformanceWrite(c, w, lock)
 				if err = writer.Update(ctx, sent); !apierrors.IsConflict(err) || attempt == 5 {
 					break
 				}
@@ -463,10 +555,6 @@ var _ = Describe("The conformance table against the API server", Ordered, Contin
 			}
 			Expect(err).NotTo(HaveOccurred(), "the write of the case was refused")
 
-			if caseWritesQueue(c) {
-				expectConformanceQueue(ns, queue.Name, w)
-				return
-			}
 			expectConformanceLease(ns, name, c, lock, w)
 		})
 	}

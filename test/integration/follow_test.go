@@ -39,7 +39,7 @@ import (
 	"github.com/fencedlock/fencedlock/test/util"
 )
 
-// leaseReads counts the Lease reads (GET) made through it, by name.
+// leaseReads counts the Lease reads made through it: GETs by name, LISTs by label selector.
 type leaseReads struct {
 	coordinationv1client.LeasesGetter
 	mu sync.Mutex
@@ -56,19 +56,34 @@ func (r *leaseReads) of(name string) int {
 	return r.n[name]
 }
 
+// ofQueue counts the reads of the queue of the lock whose Lease is l: GETs of its queue Lease and
+// LISTs of its Leases.
+func (r *leaseReads) ofQueue(l *coordinationv1.Lease) int {
+	return r.of(lease.QueueOf(l)) + r.of("list:"+lease.LockSelector(lease.LockOf(l).UID))
+}
+
+func (r *leaseReads) count(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == nil {
+		r.n = map[string]int{}
+	}
+	r.n[key]++
+}
+
 type countedReads struct {
 	coordinationv1client.LeaseInterface
 	r *leaseReads
 }
 
 func (c countedReads) Get(ctx context.Context, name string, o metav1.GetOptions) (*coordinationv1.Lease, error) {
-	c.r.mu.Lock()
-	if c.r.n == nil {
-		c.r.n = map[string]int{}
-	}
-	c.r.n[name]++
-	c.r.mu.Unlock()
+	c.r.count(name)
 	return c.LeaseInterface.Get(ctx, name, o)
+}
+
+func (c countedReads) List(ctx context.Context, o metav1.ListOptions) (*coordinationv1.LeaseList, error) {
+	c.r.count("list:" + o.LabelSelector)
+	return c.LeaseInterface.List(ctx, o)
 }
 
 // watchedPast waits until a watch of both of a lock's Leases has delivered resourceVersion rv.
@@ -161,16 +176,14 @@ var _ = Describe("A holder that follows its lock's queue", func() {
 		By("c joins while b holds; b renews after that join, so its release is conditioned on a version past it")
 		granted := kit.GetLease(ns, "relay").ResourceVersion
 		gotC, _ := acquireAsync(ctx, kit.Locker(ns, "relay", "c"))
-		Eventually(func() []lease.Waiter {
-			return lease.ReadQueue(kit.GetLease(ns, queue)).Waiting(kit.LeaseState(ns, "relay").Served)
-		},
+		Eventually(func() []lease.Waiter { return queueOf(ns, "relay").Waiting(kit.LeaseState(ns, "relay").Served) },
 			10*time.Second, 20*time.Millisecond).Should(HaveLen(1))
 		Expect(b.Renew(ctx)).To(Succeed())
 		watchedPast(ns, sel, granted, kit.GetLease(ns, "relay").ResourceVersion)
 
-		before := reads.of(queue)
+		before := reads.ofQueue(lockLease)
 		Expect(b.Release(ctx)).To(Succeed())
-		Expect(reads.of(queue)).To(Equal(before), "b's release served the queue its watch showed, without reading it")
+		Expect(reads.ofQueue(lockLease)).To(Equal(before), "b's release served the queue its watch showed, without reading it")
 		var c *lock.Grant
 		Eventually(gotC, 10*time.Second).Should(Receive(&c))
 		Expect(c.Token()).To(BeNumerically(">", b.Token()))
@@ -200,9 +213,14 @@ var _ = Describe("A holder that follows its lock's queue", func() {
 		ns := kit.NewNamespace()
 		kit.NewLock(ns, "narrow", util.LeaseSeconds(15))
 		queue := lease.QueueOf(kit.GetLease(ns, "narrow"))
+		// A waiter creates its waiter Lease and a release lists the lock's waiter Leases: RBAC
+		// names no object for create or list. Watches, reads and updates are by name.
+		mine := locksv1alpha1.WaiterLeaseName(lease.LockOf(kit.GetLease(ns, "narrow")).UID, "narrow")
 		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "narrow"}, Rules: []rbacv1.PolicyRule{{
 			APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
-			ResourceNames: []string{"narrow", queue}, Verbs: []string{"get", "list", "watch", "update"},
+			ResourceNames: []string{"narrow", queue, mine}, Verbs: []string{"get", "watch", "update"},
+		}, {
+			APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create", "list"},
 		}}}
 		Expect(k8sClient.Create(ctx, role)).To(Succeed())
 		Expect(k8sClient.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "narrow"},
@@ -219,12 +237,11 @@ var _ = Describe("A holder that follows its lock's queue", func() {
 		g := servedAsHead(reads, ns, "narrow", "narrow")
 
 		gotNext, _ := acquireAsync(ctx, kit.Locker(ns, "narrow", "next"))
-		Eventually(func() []lease.Waiter {
-			return lease.ReadQueue(kit.GetLease(ns, queue)).Waiting(kit.LeaseState(ns, "narrow").Served)
-		}, 10*time.Second, 20*time.Millisecond).Should(HaveLen(1))
-		before := reads.of(queue)
+		Eventually(func() []lease.Waiter { return queueOf(ns, "narrow").Waiting(kit.LeaseState(ns, "narrow").Served) },
+			10*time.Second, 20*time.Millisecond).Should(HaveLen(1))
+		before := reads.ofQueue(kit.GetLease(ns, "narrow"))
 		Expect(g.Release(ctx)).To(Succeed())
-		Expect(reads.of(queue)).To(BeNumerically(">", before), "without the watch of both Leases, the release reads the queue")
+		Expect(reads.ofQueue(kit.GetLease(ns, "narrow"))).To(BeNumerically(">", before), "without the watch of the lock's Leases, the release lists them")
 		var next *lock.Grant
 		Eventually(gotNext, 10*time.Second).Should(Receive(&next))
 		Expect(next.Token()).To(BeNumerically(">", g.Token()))

@@ -366,7 +366,7 @@ func protocolExample() string {
 // API), as a third-party client runs, and a kubeconfig for it.
 func shellUser(ns, name string) string {
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "update", "patch"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}},
 	}}
 	ExpectWithOffset(1, k8sClient.Create(ctx, role)).To(Succeed())

@@ -31,9 +31,7 @@ import (
 	"github.com/onsi/gomega/gbytes"
 	"github.com/onsi/gomega/gexec"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
@@ -214,13 +212,7 @@ var _ = Describe("The worked example's functions on contended locks", func() {
 		sess, _, stop := sh.startHolder("ledger", "shell/holder")
 
 		By("a dead client heads the queue, a live Go client waits behind it")
-		ql := kit.GetLease(ns, lease.QueueOf(kit.GetLease(ns, "ledger")))
-		_, err := lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, ql, func(next *coordinationv1.Lease) error {
-			q := lease.ReadQueue(next)
-			q.Join("dead-client", kit.LeaseState(ns, "ledger").Served, time.Now())
-			return lease.WriteQueue(next, q)
-		})
-		Expect(err).NotTo(HaveOccurred())
+		joinAs(ns, "ledger", "dead-client")
 		got, _ := acquireAsync(ctx, kit.Locker(ns, "ledger", "go-waiter"))
 		Eventually(func() []string { return waiterIDs(ns, "ledger") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{"dead-client", "go-waiter"}))
@@ -345,7 +337,9 @@ var _ = Describe("The conformance table through the worked example's functions",
 		}
 		It(c.Name, func() {
 			name := names[c.Name]
-			lk, queue := installConformance(ns, name, c)
+			c := installTickets(ns, name, c)
+			waiterBefore := waiterOf(ns, name, c.Actor)
+			lk := installConformance(ns, name, c)
 			tok := lk.Annotations[locksv1alpha1.TokenAnnotation]
 			if st, err := lease.Read(lk); err == nil && st.Semaphore {
 				if p, ok := st.HolderOf(c.Actor); ok {
@@ -372,8 +366,7 @@ var _ = Describe("The conformance table through the worked example's functions",
 					} else {
 						Expect(code).To(BeZero(), "leave without an entry goes on to write fencedlock.io/left: %s", out)
 					}
-					ok, diff := sameQueue(kit.GetLease(ns, queue.Name).Annotations[locksv1alpha1.QueueAnnotation], ptr.Deref(c.Queue, ""))
-					Expect(ok).To(BeTrue(), "the queue is unchanged: %s", diff)
+					Expect(waiterOf(ns, name, c.Actor)).To(Equal(waiterBefore), "the waiter Lease is unchanged")
 					return
 				case "ServedWhileLeaving":
 					Expect(code).To(BeZero(), out)
@@ -387,10 +380,10 @@ var _ = Describe("The conformance table through the worked example's functions",
 			}
 			Expect(code).To(BeZero(), out)
 			w := c.Expect.Admitted
-			if caseWritesQueue(c) {
-				expectConformanceQueue(ns, queue.Name, w)
+			if c.WritesWaiter() {
+				expectConformanceWaiter(ns, name, c, waiterBefore, *w.Waiter)
 				if c.Transition == "join" {
-					Expect(out).To(ContainSubstring(fmt.Sprintf("ticket %d", w.Ticket)))
+					Expect(out).To(ContainSubstring("ticket " + waiterOf(ns, name, c.Actor).ResourceVersion))
 					Expect(kit.LeaseState(ns, name).Waiting).To(BeTrue(), "join marks the lock waited for")
 				}
 				return

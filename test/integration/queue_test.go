@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -50,9 +51,29 @@ func waiterIDs(ns, name string) []string {
 	return ids
 }
 
-// queueOf reads the lock's queue from its queue Lease.
+// queueOf reads the lock's queue: its queue Lease's entries and its waiter Leases that wait
+// (a holder, a ticket above the lock's served one), in ticket order.
 func queueOf(ns, name string) lease.Queue {
-	return lease.ReadQueue(kit.GetLease(ns, lease.QueueOf(kit.GetLease(ns, name))))
+	ref := lease.LockOf(kit.GetLease(ns, name))
+	ExpectWithOffset(1, ref).NotTo(BeNil())
+	list, err := clientset.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: lease.LockSelector(ref.UID)})
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	items := make([]*coordinationv1.Lease, 0, len(list.Items))
+	for i := range list.Items {
+		items = append(items, &list.Items[i])
+	}
+	q, _ := lease.QueueFrom(items, kit.LeaseState(ns, name).Served)
+	return q
+}
+
+// joinAs queues identity on lock name as a client that never beats: its waiter Lease.
+func joinAs(ns, name, identity string) {
+	ref := lease.LockOf(kit.GetLease(ns, name))
+	ExpectWithOffset(1, ref).NotTo(BeNil())
+	w := lease.NewWaiter(ns, locksv1alpha1.WaiterLeaseName(ref.UID, identity), ref)
+	lease.JoinWaiter(nil, w, identity, time.Now())
+	_, err := clientset.CoordinationV1().Leases(ns).Create(ctx, w, metav1.CreateOptions{})
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 }
 
 // acquireAsync starts Acquire and returns where its grant (or error) arrives.
@@ -124,6 +145,36 @@ var _ = Describe("One queue for every holder", func() {
 		Eventually(func() int32 { return kit.GetLock(ns, "ledger").Status.WaitingCount }, 10*time.Second).Should(BeZero())
 	})
 
+	It("queues pods that ask together one by one, each at a ticket of its own", func() {
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "batch", util.LeaseSeconds(15))
+		holder, err := kit.Locker(ns, "batch", "holder").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		util.KeepAlive(holder, 0)
+
+		By("eight pods ask at once: a reconcile finds several of them together")
+		want := make([]string, 8)
+		var wg sync.WaitGroup
+		for i := range want {
+			wg.Go(func() {
+				defer GinkgoRecover()
+				pod := kit.CreatePod(util.Pod(ns, fmt.Sprintf("worker-%d", i), "batch"))
+				want[i] = locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID))
+			})
+		}
+		wg.Wait()
+		Eventually(func() []string {
+			got := make([]string, 0, len(want))
+			for _, w := range queueOf(ns, "batch").Waiters {
+				got = append(got, w.Holder)
+			}
+			return got
+		}, 10*time.Second, 20*time.Millisecond).Should(ConsistOf(want))
+		Expect(queueOf(ns, "batch").Malformed).To(BeEmpty())
+		Expect(repairNotes(ns, "batch")).To(BeEmpty(), "no entry was written malformed")
+		Expect(holder.Release(ctx)).To(Succeed())
+	})
+
 	It("takes a waiter that gives up out of the queue, and drops one that stopped beating", func() {
 		ns := kit.NewNamespace()
 		kit.NewLock(ns, "stream", util.LeaseSeconds(2))
@@ -141,13 +192,7 @@ var _ = Describe("One queue for every holder", func() {
 		Expect(queueOf(ns, "stream").Waiters).To(BeEmpty(), "it removed its own entry")
 
 		By("a waiter that died (its entry is there, nobody beats it) is dropped after the lease duration")
-		ql := kit.GetLease(ns, lease.QueueOf(kit.GetLease(ns, "stream")))
-		_, err = lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, ql, func(next *coordinationv1.Lease) error {
-			q := lease.ReadQueue(next)
-			q.Join("dead", kit.LeaseState(ns, "stream").Served, time.Now())
-			return lease.WriteQueue(next, q)
-		})
-		Expect(err).NotTo(HaveOccurred())
+		joinAs(ns, "stream", "dead")
 		gotLive, _ := acquireAsync(ctx, kit.Locker(ns, "stream", "alive"))
 		Eventually(func() []string { return waiterIDs(ns, "stream") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{"dead", "alive"}))
@@ -202,15 +247,7 @@ var _ = Describe("One queue for every holder", func() {
 		holder, err := kit.Locker(ns, "dead", "holder").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		util.KeepAlive(holder, 0)
-		injectWaiter := func(id string) {
-			ql := kit.GetLease(ns, lease.QueueOf(kit.GetLease(ns, "dead")))
-			_, err := lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, ql, func(next *coordinationv1.Lease) error {
-				q := lease.ReadQueue(next)
-				q.Join(id, kit.LeaseState(ns, "dead").Served, time.Now())
-				return lease.WriteQueue(next, q)
-			})
-			Expect(err).NotTo(HaveOccurred())
-		}
+		injectWaiter := func(id string) { joinAs(ns, "dead", id) }
 
 		By("a waiter that died long before the release is dropped, and the release skips it")
 		injectWaiter("died-early")
@@ -251,32 +288,41 @@ var _ = Describe("One queue for every holder", func() {
 	It("survives a malformed entry and an unreadable queue: nobody is blocked, the manager repairs and says so", func() {
 		ns := kit.NewNamespace()
 		kit.NewLock(ns, "poison", util.LeaseSeconds(15))
-		_, eve := ordinaryUser(ns, "eve")
+		// Only the manager writes the queue Lease (its pods): an administrator's write stands for a
+		// bug or a hand edit. Clients queue on waiter Leases.
+		eve := clientset
 		holder, err := kit.Locker(ns, "poison", "holder").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		name := lease.QueueOf(kit.GetLease(ns, "poison"))
 		poison := func(value string) {
 			_, err := eve.CoordinationV1().Leases(ns).Patch(ctx, name, types.MergePatchType,
 				fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, locksv1alpha1.QueueAnnotation, value), metav1.PatchOptions{})
-			Expect(err).NotTo(HaveOccurred(), "an ordinary user with edit rights on Leases can write the queue")
+			Expect(err).NotTo(HaveOccurred())
 		}
 
 		By("an entry whose beat is a string: skipped by the client, dropped by the manager with an event")
-		poison(`{"next":5,"waiters":[{"ticket":4,"holder":"mallory","beat":"soon"}]}`)
+		poison(`{"waiters":[{"ticket":4,"holder":"pod/mallory/uid","beat":"soon"}]}`)
 		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
 		gotA, failedA := acquireAsync(wctx, kit.Locker(ns, "poison", "a"))
 		Eventually(func() []string { return waiterIDs(ns, "poison") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{"a"}))
 		Consistently(failedA, 200*time.Millisecond).ShouldNot(Receive())
-		Eventually(func() []string { return lockEventNotes(ns, "poison", locksv1alpha1.ReasonQueueRepaired) },
-			10*time.Second, 50*time.Millisecond).Should(ContainElement(ContainSubstring(`"holder":"mallory"`)))
+		Eventually(func() []string { return repairNotes(ns, "poison") },
+			10*time.Second, 50*time.Millisecond).Should(ContainElement(ContainSubstring(`"holder":"pod/mallory/uid"`)))
 		Expect(queueOf(ns, "poison").Malformed).To(BeEmpty(), "the manager dropped it")
+
+		By("a client entry of the earlier format (clients now queue on waiter Leases): skipped, dropped with an event")
+		poison(`{"next":5,"waiters":[{"ticket":4,"holder":"old-client","since":"2026-01-01T00:00:00Z","beat":2}]}`)
+		Eventually(func() []string { return repairNotes(ns, "poison") },
+			10*time.Second, 50*time.Millisecond).Should(ContainElement(ContainSubstring(`"holder":"old-client"`)))
+		Expect(queueOf(ns, "poison").Malformed).To(BeEmpty(), "the manager dropped it")
+		Expect(waiterIDs(ns, "poison")).To(Equal([]string{"a"}))
 
 		By("a queue annotation that is not a queue at all: a client still joins, the manager says it started afresh")
 		poison("{garbage")
 		gotB, failedB := acquireAsync(wctx, kit.Locker(ns, "poison", "b"))
-		Eventually(func() []string { return lockEventNotes(ns, "poison", locksv1alpha1.ReasonQueueRepaired) },
+		Eventually(func() []string { return repairNotes(ns, "poison") },
 			10*time.Second, 50*time.Millisecond).Should(ContainElement(ContainSubstring("{garbage")))
 		Eventually(func() []string { return waiterIDs(ns, "poison") }, 10*time.Second, 20*time.Millisecond).
 			Should(ContainElement("b"))
@@ -315,7 +361,7 @@ var _ = Describe("One queue for every holder", func() {
 			Should(Equal([]string{"w1", "w2"}))
 		Expect(holder.Release(ctx)).To(Succeed())
 		Eventually(got1, 10*time.Second).Should(Receive())
-		Expect(queueOf(ns, "gone").Waiters).To(HaveLen(2), "w1's served entry is trimmed by the next write, not by one of its own")
+		Expect(queueOf(ns, "gone").Waiters).To(ConsistOf(HaveField("Holder", "w2")), "w1, served, no longer waits")
 
 		By("the Lease is deleted while w1 holds it; the controller recreates it")
 		Expect(clientset.CoordinationV1().Leases(ns).Delete(ctx, "gone", metav1.DeleteOptions{})).To(Succeed())
@@ -355,13 +401,13 @@ var _ = Describe("One queue for every holder", func() {
 	})
 })
 
-// lockEventNotes returns the notes of the events of reason on FencedLock name.
-func lockEventNotes(ns, name, reason string) []string {
+// repairNotes returns the notes of the QueueRepaired events on FencedLock name.
+func repairNotes(ns, name string) []string {
 	list, err := clientset.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
 	Expect(err).NotTo(HaveOccurred())
 	var notes []string
 	for _, e := range list.Items {
-		if e.Regarding.Kind == "FencedLock" && e.Regarding.Name == name && e.Reason == reason {
+		if e.Regarding.Kind == "FencedLock" && e.Regarding.Name == name && e.Reason == locksv1alpha1.ReasonQueueRepaired {
 			notes = append(notes, e.Note)
 		}
 	}

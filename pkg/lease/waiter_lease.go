@@ -1,0 +1,189 @@
+/*
+Copyright 2026 The fencedlock Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package lease
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+)
+
+// A waiter Lease is one waiting identity of a lock (docs/protocol.md, the queue format):
+// its waiter is the only one that writes it, besides the manager, so joins do not conflict with
+// each other. Its ticket is the resourceVersion of its join (the write that created it or last
+// changed locksv1alpha1.JoinAnnotation): etcd's revisions order the joins of every waiter of a
+// lock as they were committed. Every write after the join carries that ticket in
+// locksv1alpha1.TicketAnnotation, since each write changes the resourceVersion (Stamp).
+
+// WaiterTicket returns the ticket of waiter Lease l: its TicketAnnotation, or, when it carries
+// none (its last write was its join), its resourceVersion.
+func WaiterTicket(l *coordinationv1.Lease) (Ticket, error) {
+	v, ok := l.Annotations[locksv1alpha1.TicketAnnotation]
+	if !ok {
+		v = l.ResourceVersion
+	}
+	t, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || t == 0 || Ticket(t) > MaxTicket {
+		return 0, fmt.Errorf("waiter lease %s/%s: ticket %q is not an integer from 1 to %d",
+			l.Namespace, l.Name, v, MaxTicket)
+	}
+	return Ticket(t), nil
+}
+
+// Stamp applies the ticket rule to next, a write of waiter Lease old: a join (a write that
+// changes JoinAnnotation) carries no ticket, since its own resourceVersion will be it; any other
+// write carries old's ticket.
+func Stamp(old, next *coordinationv1.Lease) {
+	if old.Annotations[locksv1alpha1.JoinAnnotation] != next.Annotations[locksv1alpha1.JoinAnnotation] {
+		delete(next.Annotations, locksv1alpha1.TicketAnnotation)
+		return
+	}
+	t, ok := old.Annotations[locksv1alpha1.TicketAnnotation]
+	if !ok {
+		t = old.ResourceVersion
+	}
+	setAnnotation(next, locksv1alpha1.TicketAnnotation, t)
+}
+
+// JoinWaiter makes next, a write of identity's waiter Lease old (nil: a create), the identity's
+// join: it sets the holder, moves JoinAnnotation on, and sets acquireTime and renewTime to now.
+func JoinWaiter(old, next *coordinationv1.Lease, identity string, now time.Time) {
+	n := 0
+	if old != nil {
+		n, _ = strconv.Atoi(old.Annotations[locksv1alpha1.JoinAnnotation])
+	}
+	next.Spec.HolderIdentity = &identity
+	t := metav1.NewMicroTime(now)
+	next.Spec.AcquireTime, next.Spec.RenewTime = &t, &t // acquireTime: when it joined (Waiter.Since)
+	setAnnotation(next, locksv1alpha1.JoinAnnotation, strconv.Itoa(n+1))
+	if old != nil {
+		Stamp(old, next)
+	}
+}
+
+// ErrNotQueued is returned by BeatWaiter and LeaveWaiter when the waiter Lease no longer shows
+// the identity waiting with its ticket: the manager judged it dead, it queued again elsewhere, or
+// the Lease is gone. Its waiter is not queued: it joins again (or, leaving, has nothing to do).
+var ErrNotQueued = errors.New("the waiter Lease does not show this waiter with this ticket: join the queue again")
+
+// Waits reports whether waiter Lease w (nil: none) shows identity waiting with ticket t.
+func Waits(w *coordinationv1.Lease, identity string, t Ticket) bool {
+	if w == nil || w.Spec.HolderIdentity == nil || *w.Spec.HolderIdentity != identity {
+		return false
+	}
+	got, err := WaiterTicket(w)
+	return err == nil && got == t
+}
+
+// BeatWaiter makes next, a write of waiter Lease old, the beat of identity waiting with ticket t:
+// a new renewTime, the ticket carried. ErrNotQueued when old does not show it waiting.
+func BeatWaiter(old, next *coordinationv1.Lease, identity string, t Ticket, now time.Time) error {
+	if !Waits(old, identity, t) {
+		return ErrNotQueued
+	}
+	rt := metav1.NewMicroTime(now)
+	next.Spec.RenewTime = &rt
+	Stamp(old, next)
+	return nil
+}
+
+// LeaveWaiter makes next, a write of waiter Lease old, identity's leaving the queue it waits in
+// with ticket t: no holder, the ticket carried. ErrNotQueued when old does not show it waiting.
+func LeaveWaiter(old, next *coordinationv1.Lease, identity string, t Ticket) error {
+	if !Waits(old, identity, t) {
+		return ErrNotQueued
+	}
+	next.Spec.HolderIdentity = nil
+	Stamp(old, next)
+	return nil
+}
+
+// Waiters returns the waiters of a lock's waiter Leases that still wait, in ticket order: those
+// with a holder and a ticket above served. A Lease whose ticket or holder does not follow the
+// format is returned apart, with why, for the manager to report: no reader stops at it.
+func Waiters(leases []coordinationv1.Lease, served Ticket) (waiting []Waiter, malformed []error) {
+	for i := range leases {
+		l := &leases[i]
+		h := l.Spec.HolderIdentity
+		if h == nil || *h == "" {
+			continue // left, or dropped by the manager
+		}
+		t, err := WaiterTicket(l)
+		switch {
+		case err != nil:
+			malformed = append(malformed, err)
+			continue
+		case len(*h) > MaxHolderLen:
+			malformed = append(malformed, fmt.Errorf("waiter lease %s/%s: holder is %d bytes long, at most %d are allowed",
+				l.Namespace, l.Name, len(*h), MaxHolderLen))
+			continue
+		case t <= served:
+			continue // served or skipped
+		}
+		w := Waiter{Ticket: t, Holder: *h}
+		if at := l.Spec.AcquireTime; at != nil {
+			w.Since = metav1.NewTime(at.Time) // informational, on the waiter's clock
+		}
+		if rt := l.Spec.RenewTime; rt != nil {
+			w.Beat = rt.UnixMicro() // a beat is a new renewTime: Judge sees it change
+		}
+		waiting = append(waiting, w)
+	}
+	slices.SortFunc(waiting, func(a, b Waiter) int { return cmp.Compare(a.Ticket, b.Ticket) })
+	return waiting, malformed
+}
+
+// LockOf returns the FencedLock controller reference of lock Lease l, or nil if it has none (a
+// Lease written by an older manager, or not a lock's Lease).
+func LockOf(l *coordinationv1.Lease) *metav1.OwnerReference {
+	if l == nil {
+		return nil
+	}
+	ref := metav1.GetControllerOf(l)
+	if ref == nil || ref.Kind != locksv1alpha1.Kind || ref.UID == "" {
+		return nil
+	}
+	return ref
+}
+
+// NewWaiter returns the waiter Lease name of the lock ref names, as its waiter creates it: labelled
+// for the manager's cache and the lock's label watch, and owned (not controlled) by the
+// FencedLock, so that the garbage collector deletes it with the lock.
+func NewWaiter(namespace, name string, ref *metav1.OwnerReference) *coordinationv1.Lease {
+	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name,
+		Labels: map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue,
+			locksv1alpha1.LockUIDLabel: string(ref.UID), locksv1alpha1.RoleLabel: locksv1alpha1.RoleWaiter},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID}},
+		ManagedFields:   ResetManagedFields()}}
+}
+
+// ParseTicket parses a resourceVersion as the ticket it stands for.
+func ParseTicket(rv string) (Ticket, error) {
+	t, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil || t == 0 || Ticket(t) > MaxTicket {
+		return 0, fmt.Errorf("%q is not a ticket (an integer from 1 to %d)", rv, MaxTicket)
+	}
+	return Ticket(t), nil
+}
