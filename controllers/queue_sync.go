@@ -190,14 +190,12 @@ func (r *FencedLockReconciler) dropDead(ctx context.Context, fl *locksv1alpha1.F
 	for _, w := range dead {
 		for i := range leases {
 			l := &leases[i]
-			t, err := lease.WaiterTicket(l)
-			if err != nil || t != w.Ticket || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != w.Holder {
+			if !lease.Waits(l, w.Holder, w.Ticket) {
 				continue
 			}
-			_, err = lease.CAS(ctx, lease.ClientWriter{Client: r.Client}, l, func(next *coordinationv1.Lease) error {
-				next.Spec.HolderIdentity = nil
-				lease.Stamp(l, next)
-				return nil
+			// The manager takes it out as the waiter would leave.
+			_, err := lease.CAS(ctx, lease.ClientWriter{Client: r.Client}, l, func(next *coordinationv1.Lease) error {
+				return lease.LeaveWaiter(l, next, w.Holder, w.Ticket)
 			})
 			if apierrors.IsConflict(err) {
 				alive = true

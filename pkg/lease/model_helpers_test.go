@@ -1652,8 +1652,7 @@ func (m *mcModel) managerSteps(s *mcState, emit mcEmit) {
 		e := mg.dead[0]
 		j := m.deadSlot(e)
 		out, err := m.casWaiter(ns, j, mg.ws[j], false, func(old, next *coordinationv1.Lease) {
-			next.Spec.HolderIdentity = nil
-			Stamp(old, next)
+			_ = LeaveWaiter(old, next, e.holder, e.t) // as dropDead: the judged copy shows it waiting
 		})
 		mg.dead = mg.dead[1:]
 		switch {

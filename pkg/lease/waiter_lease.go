@@ -40,16 +40,20 @@ import (
 // WaiterTicket returns the ticket of waiter Lease l: its TicketAnnotation, or, when it carries
 // none (its last write was its join), its resourceVersion.
 func WaiterTicket(l *coordinationv1.Lease) (Ticket, error) {
-	v, ok := l.Annotations[locksv1alpha1.TicketAnnotation]
-	if !ok {
-		v = l.ResourceVersion
+	t, err := ParseTicket(stampOf(l))
+	if err != nil {
+		return 0, fmt.Errorf("waiter lease %s/%s: %w", l.Namespace, l.Name, err)
 	}
-	t, err := strconv.ParseUint(v, 10, 64)
-	if err != nil || t == 0 || Ticket(t) > MaxTicket {
-		return 0, fmt.Errorf("waiter lease %s/%s: ticket %q is not an integer from 1 to %d",
-			l.Namespace, l.Name, v, MaxTicket)
+	return t, nil
+}
+
+// stampOf is the ticket waiter Lease l stands for, as stored: its TicketAnnotation, or its
+// resourceVersion when its last write was its join.
+func stampOf(l *coordinationv1.Lease) string {
+	if v, ok := l.Annotations[locksv1alpha1.TicketAnnotation]; ok {
+		return v
 	}
-	return Ticket(t), nil
+	return l.ResourceVersion
 }
 
 // Stamp applies the ticket rule to next, a write of waiter Lease old: a join (a write that
@@ -60,11 +64,7 @@ func Stamp(old, next *coordinationv1.Lease) {
 		delete(next.Annotations, locksv1alpha1.TicketAnnotation)
 		return
 	}
-	t, ok := old.Annotations[locksv1alpha1.TicketAnnotation]
-	if !ok {
-		t = old.ResourceVersion
-	}
-	setAnnotation(next, locksv1alpha1.TicketAnnotation, t)
+	setAnnotation(next, locksv1alpha1.TicketAnnotation, stampOf(old))
 }
 
 // JoinWaiter makes next, a write of identity's waiter Lease old (nil: a create), the identity's
