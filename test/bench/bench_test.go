@@ -523,7 +523,7 @@ func (b *bench) handover(floor stats) {
 	vap0, _ := histogramSums(api0, "apiserver_admission_controller_admission_duration_seconds", `name="ValidatingAdmissionPolicy"`,
 		`operation="UPDATE"`, `rejected="false"`)
 	perWrite := time.Duration((vap - vap0) / float64(max(clientUpdates, 1)) * float64(time.Second))
-	b.rep.add("where a handover's writes' time goes: the admission policies (the lock's for releases, the queue's for joins), per client Lease write (the API server's admission time)",
+	b.rep.add("where a handover's writes' time goes: the admission policies (the lock Lease's for releases, the waiter Lease's for joins), per client Lease write (the API server's admission time)",
 		fmt.Sprintf("%s (%d writes: releases and joins)", ms(perWrite), clientUpdates),
 		fmt.Sprintf("%.2fx the CAS in turn (its mean)", float64(perWrite)/float64(c.avg)), "", nil)
 
