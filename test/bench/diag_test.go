@@ -36,6 +36,7 @@ import (
 type conflictCounter struct {
 	coordinationv1client.LeasesGetter
 	lock, queue   atomic.Int64 // updates refused as conflicts
+	lockW, queueW atomic.Int64 // writes (updates and creates) that succeeded
 	gets, updates atomic.Int64 // every read and every update sent
 	getNs, updNs  atomic.Int64 // the time they took, in nanoseconds
 }
@@ -54,14 +55,30 @@ func (l countingLeases) Update(ctx context.Context, le *coordinationv1.Lease, o 
 	t0 := time.Now()
 	defer func() { l.c.updNs.Add(int64(time.Since(t0))) }()
 	out, err := l.LeaseInterface.Update(ctx, le, o)
-	if apierrors.IsConflict(err) {
-		if strings.HasPrefix(le.Name, "fencedlock-queue-") || strings.HasPrefix(le.Name, "fencedlock-wait-") {
-			l.c.queue.Add(1)
-		} else {
-			l.c.lock.Add(1)
-		}
+	switch {
+	case err == nil:
+		l.c.count(le, &l.c.lockW, &l.c.queueW)
+	case apierrors.IsConflict(err):
+		l.c.count(le, &l.c.lock, &l.c.queue)
 	}
 	return out, err
+}
+
+func (l countingLeases) Create(ctx context.Context, le *coordinationv1.Lease, o metav1.CreateOptions) (*coordinationv1.Lease, error) {
+	out, err := l.LeaseInterface.Create(ctx, le, o)
+	if err == nil {
+		l.c.count(le, &l.c.lockW, &l.c.queueW)
+	}
+	return out, err
+}
+
+// count adds one to lock or queue, by the kind of Lease le is.
+func (c *conflictCounter) count(le *coordinationv1.Lease, lock, queue *atomic.Int64) {
+	if strings.HasPrefix(le.Name, "fencedlock-queue-") || strings.HasPrefix(le.Name, "fencedlock-wait-") {
+		queue.Add(1)
+	} else {
+		lock.Add(1)
+	}
 }
 
 func (l countingLeases) Get(ctx context.Context, name string, o metav1.GetOptions) (*coordinationv1.Lease, error) {
