@@ -61,9 +61,9 @@ func (l *Locker) TryAcquire(ctx context.Context) (*Grant, error) {
 // head). A missing Lease is waited for as well. An identity that holds a permit of a semaphore
 // already waits, unqueued, until that one ends.
 //
-// A waiter that was the queue's head when it joined watches the queue too, and its grant keeps
-// that watch until the grant ends or ctx does: its Release then hands the lock on in one write,
-// without reading the queue. A ctx that ends when Acquire returns costs only that read.
+// A waiter watches the lock's queue with its Lease, and its grant keeps that watch until the
+// grant ends or ctx does: its Release then hands the lock on in one write, without reading the
+// queue. A ctx that ends when Acquire returns costs only that read.
 //
 // Acquire calls of one Locker wait one at a time: its identity queues once per lock.
 //
@@ -210,8 +210,13 @@ func (l *Locker) acquireOnce(ctx context.Context, a *acquisition) (*Grant, error
 			if !ok {
 				return nil, nil // watch ended (timeout, API server restart): re-list
 			}
-			if ev, ok = ww.lockEvent(ev); !ok {
-				return nil, nil // the lock Lease left the selection: re-list
+			ev, skip, ok := ww.lockEvent(ev)
+			if !ok {
+				return nil, nil // an error, or the lock Lease left the selection: re-list
+			}
+			if skip { // the queue moved, or a bookmark
+				a.progress = true
+				continue
 			}
 			switch ev.Type {
 			case watch.Added, watch.Modified:

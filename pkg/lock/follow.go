@@ -32,11 +32,14 @@ import (
 )
 
 // A holder that follows its lock's queue releases without reading it (lease.FollowSelector,
-// docs/protocol.md, "Release"). A waiter that is the head of the queue when it joins watches both
-// of the lock's Leases instead of the lock Lease alone, and keeps that watch once served, until
-// its grant ends (or Acquire's context does): when it releases, the watch has shown the queue as
-// of the lock Lease version the release is conditioned on, so the release is one write. Only the
-// head follows: every waiter that followed would be sent every join and beat of the queue.
+// docs/protocol.md, "Release"). A waiting round watches all of the lock's Leases (the lock
+// Lease, its queue Lease, its waiter Leases), not the lock Lease alone, and keeps what the watch
+// shows of the queue; its grant keeps that watch until the grant ends (or Acquire's context
+// does): when it releases, the watch has shown the queue as of the lock Lease version the
+// release is conditioned on, so the release is one write, and the grant opened no watch and read
+// no list of its own. Every waiter is then sent every join and beat of its lock's queue besides
+// the lock Lease's events: one event per waiter and grant, cheaper for the API server than the
+// list and the watch each grant opened otherwise (docs/benchmarks.md, the grant cycles).
 
 // followWait bounds how long a release waits for the watch to show the lock Lease version it is
 // conditioned on (usually its own last write, delivered within a millisecond) before it reads the
@@ -48,6 +51,11 @@ const followWait = 50 * time.Millisecond
 type follower struct {
 	lock string // the lock Lease's name; its queue and waiter Leases carry the role label
 	stop func() // ends the watch
+	// since is the resourceVersion the watch started from, with no list before it (a waiting
+	// round's watch), 0 after a list. Such a follower has seen every queue entry joined after
+	// since, and none before: it answers for a queue served up to since or later (queueAsOf),
+	// whose every waiting entry was joined after the served one.
+	since lease.Ticket
 
 	mu      sync.Mutex
 	pos     string                           // the last resourceVersion the list or watch showed
@@ -57,15 +65,37 @@ type follower struct {
 	moved   chan struct{} // closed, and replaced, whenever pos moves or the follower ends
 }
 
-// waitWatch is the watch of the lock Lease a waiting round follows.
+func newFollower(lock, pos string, since lease.Ticket, stop func()) *follower {
+	return &follower{lock: lock, pos: pos, since: since, stop: stop, waiters: map[string]*coordinationv1.Lease{},
+		moved: make(chan struct{})}
+}
+
+// waitWatch is the watch of the lock's Leases a waiting round follows.
 type waitWatch struct {
 	w   watch.Interface
 	l   *Locker
 	ctx context.Context // Acquire's: a follower started from the round's grant lives as long
+	// f keeps the queue the watch shows, when it shows all of the lock's Leases; nil when it
+	// shows the lock Lease alone. handed is set once the round's grant took f and the watch over.
+	f      *follower
+	handed bool
 }
 
-// watch opens the watch a waiting round follows from resourceVersion rv: of the lock Lease alone.
-func (l *Locker) watch(ctx context.Context, _ *acquisition, _ *coordinationv1.Lease, rv string) (*waitWatch, error) {
+// watch opens the watch a waiting round follows from resourceVersion rv: of all of the lock's
+// Leases when cur, the lock Lease as last seen, has their label (lease.FollowSelector) and the
+// principal may watch them so; else of the lock Lease alone.
+func (l *Locker) watch(ctx context.Context, _ *acquisition, cur *coordinationv1.Lease, rv string) (*waitWatch, error) {
+	since, err := lease.ParseTicket(rv)
+	if sel := followSelector(cur); sel != "" && err == nil && !l.noFollow.Load() {
+		w, err := l.leases.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
+		if err == nil {
+			return &waitWatch{w: w, l: l, ctx: ctx, f: newFollower(l.name, rv, since, w.Stop)}, nil
+		}
+		if !apierrors.IsForbidden(err) {
+			return nil, err
+		}
+		l.noFollow.Store(true)
+	}
 	w, err := l.leases.Watch(ctx, metav1.ListOptions{
 		FieldSelector: l.byName(), ResourceVersion: rv, AllowWatchBookmarks: true,
 	})
@@ -86,21 +116,20 @@ func (l *Locker) followFrom(ctx context.Context, g *Grant, cur *coordinationv1.L
 		return
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	f := &follower{lock: l.name, waiters: map[string]*coordinationv1.Lease{}, moved: make(chan struct{}), stop: cancel}
-	g.mu.Lock()
-	g.follower = f
-	g.mu.Unlock()
+	f := newFollower(l.name, "", 0, cancel)
+	g.setFollower(f)
 	go func() {
-		defer f.end()
 		list, err := l.leases.List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {
 			l.noFollow.Store(l.noFollow.Load() || apierrors.IsForbidden(err))
+			f.end()
 			return
 		}
 		w, err := l.leases.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: list.ResourceVersion,
 			AllowWatchBookmarks: true})
 		if err != nil {
 			l.noFollow.Store(l.noFollow.Load() || apierrors.IsForbidden(err))
+			f.end()
 			return
 		}
 		defer w.Stop()
@@ -112,13 +141,34 @@ func (l *Locker) followFrom(ctx context.Context, g *Grant, cur *coordinationv1.L
 		close(f.moved)
 		f.moved = make(chan struct{})
 		f.mu.Unlock()
-		for ev := range w.ResultChan() {
-			le, ok := f.observe(ev)
-			if !ok || (le != nil && !g.heldIn(le)) {
-				return
-			}
-		}
+		f.run(g, w)
 	}()
+}
+
+// run keeps f from w's events until the watch ends or shows g's grant over, then ends f.
+func (f *follower) run(g *Grant, w watch.Interface) {
+	defer f.end()
+	for ev := range w.ResultChan() {
+		le, ok := f.observe(ev)
+		if !ok || (le != nil && !g.heldIn(le)) {
+			return
+		}
+	}
+}
+
+// setFollower makes f the follower g's release asks for the queue.
+func (g *Grant) setFollower(f *follower) {
+	g.mu.Lock()
+	g.follower = f
+	g.mu.Unlock()
+}
+
+// followSelector is lease.FollowSelector of cur, "" when there is no Lease yet.
+func followSelector(cur *coordinationv1.Lease) string {
+	if cur == nil {
+		return ""
+	}
+	return lease.FollowSelector(cur)
 }
 
 // byName selects the lock Lease alone.
@@ -126,21 +176,45 @@ func (l *Locker) byName() string {
 	return fields.OneTermEqualSelector("metadata.name", l.name).String()
 }
 
-// lockEvent returns the event the waiter decides on: the watch is of the lock Lease alone.
-func (ww *waitWatch) lockEvent(ev watch.Event) (watch.Event, bool) { return ev, true }
-
-// grant makes g, the grant the round ends with, follow the queue if others wait (followFrom).
-func (ww *waitWatch) grant(g *Grant) *Grant {
-	if g != nil {
-		if st, err := lease.Read(g.lease); err == nil && st.Waiting {
-			ww.l.followFrom(ww.ctx, g, g.lease)
-		}
+// lockEvent sorts ev, an event of the round's watch: it returns the lock Lease's events for the
+// waiter to decide on; it keeps the queue's (and bookmarks) in the round's follower, and says to
+// skip them; ok is false once the watch cannot be followed (an error event, or the lock Lease gone
+// from the selection): the round lists again.
+func (ww *waitWatch) lockEvent(ev watch.Event) (out watch.Event, skip, ok bool) {
+	if ww.f == nil {
+		return ev, false, true
 	}
+	le, ok := ww.f.observe(ev)
+	return ev, ok && le == nil, ok
+}
+
+// grant makes g, the grant the round ends with, follow the queue if others wait: on the round's
+// own watch when it has shown every entry the grant's release may serve (those joined after the
+// lock's served ticket, as of the grant), else on a watch of its own (followFrom).
+func (ww *waitWatch) grant(g *Grant) *Grant {
+	if g == nil {
+		return nil
+	}
+	st, err := lease.Read(g.lease)
+	if err != nil || !st.Waiting {
+		return g
+	}
+	if ww.f != nil && st.Served >= ww.f.since {
+		ww.handed = true
+		g.setFollower(ww.f)
+		go ww.f.run(g, ww.w)
+		return g
+	}
+	ww.l.followFrom(ww.ctx, g, g.lease)
 	return g
 }
 
-// stop ends the watch at the end of the round.
-func (ww *waitWatch) stop() { ww.w.Stop() }
+// stop ends the watch at the end of the round, unless its grant follows the queue on it.
+func (ww *waitWatch) stop() {
+	if !ww.handed {
+		ww.w.Stop()
+	}
+}
 
 // observe records ev. It returns the lock Lease the event carries, if any, and false once the
 // watch cannot be followed: an error event, or the lock Lease gone from the selection (deleted,
@@ -207,6 +281,9 @@ func (f *follower) end() {
 func (f *follower) queueAsOf(ctx context.Context, rv string, served lease.Ticket) (*lease.Queue, bool) {
 	timer := time.NewTimer(followWait) // a bound on a network wait, not lock time: the real clock
 	defer timer.Stop()
+	if served < f.since { // entries joined up to since were never shown
+		return nil, false
+	}
 	for {
 		f.mu.Lock()
 		pos, ended, moved := f.pos, f.ended, f.moved
@@ -258,14 +335,16 @@ func (g *Grant) heldIn(le *coordinationv1.Lease) bool {
 }
 
 // queueFor returns the queue a release computed from cur serves: the followed one when the
-// follower has it as of cur, else one read (readQueue).
+// follower has it as of cur with a head to serve, else one read (readQueue), which reads an empty
+// queue again from etcd, as for a followed queue with no head (docs/protocol.md, Release step 3):
+// a join the watch has not delivered yet would otherwise lose the waiting mark.
 func (g *Grant) queueFor(ctx context.Context, cur *coordinationv1.Lease) (*lease.Queue, error) {
 	g.mu.Lock()
 	f := g.follower
 	g.mu.Unlock()
 	if f != nil {
 		st, _ := lease.Read(cur) // the transition that asked for the queue has vetted cur
-		if q, ok := f.queueAsOf(ctx, cur.ResourceVersion, st.Served); ok {
+		if q, ok := f.queueAsOf(ctx, cur.ResourceVersion, st.Served); ok && len(q.Waiting(st.Served)) > 0 {
 			return q, nil
 		}
 	}

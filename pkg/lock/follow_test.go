@@ -109,3 +109,17 @@ func TestFollowerEndsOnAWatchError(t *testing.T) {
 		t.Fatal("an ended follower answered")
 	}
 }
+
+// A waiting round's follower has seen the entries joined after the resourceVersion its watch
+// started from, and none before: it answers only for a queue served that far.
+func TestFollowerFromAWaitAnswersOnlyPastItsStart(t *testing.T) {
+	f := newFollower("l", "10", 10, func() {})
+	f.observe(watch.Event{Type: watch.Added, Object: waiterAt("bob", "12")})
+	f.observe(watch.Event{Type: watch.Modified, Object: leaseAt("l", "13")})
+	if _, ok := f.queueAsOf(context.Background(), "13", 9); ok {
+		t.Fatal("served 9: a waiter joined at 10 or before, unseen, may wait; the follower answered")
+	}
+	if q, ok := f.queueAsOf(context.Background(), "13", 10); !ok || !slices.Equal(holders(q), []string{"bob"}) {
+		t.Fatalf("served 10: got %v, %v; want bob", q, ok)
+	}
+}

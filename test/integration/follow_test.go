@@ -156,7 +156,7 @@ var _ = Describe("A holder that follows its lock's queue", func() {
 		Expect(seen).To(Equal(written))
 	})
 
-	It("hands the lock on in one write: a holder served as the head serves a waiter that joined while it held, from its watch", func() {
+	It("hands the lock on in one write: a holder served as the head serves a waiter that joined while it held, from the watch it waited on", func() {
 		ns := kit.NewNamespace()
 		kit.NewLock(ns, "relay", util.LeaseSeconds(15))
 		lockLease := kit.GetLease(ns, "relay")
@@ -181,15 +181,28 @@ var _ = Describe("A holder that follows its lock's queue", func() {
 		Expect(b.Renew(ctx)).To(Succeed())
 		watchedPast(ns, sel, granted, kit.GetLease(ns, "relay").ResourceVersion)
 
-		before := reads.ofQueue(lockLease)
 		Expect(b.Release(ctx)).To(Succeed())
-		Expect(reads.ofQueue(lockLease)).To(Equal(before), "b's release served the queue its watch showed, without reading it")
+		Expect(reads.ofQueue(lockLease)).To(BeZero(),
+			"b followed the queue on the watch it waited on: neither its grant nor its release read the queue")
 		var c *lock.Grant
 		Eventually(gotC, 10*time.Second).Should(Receive(&c))
 		Expect(c.Token()).To(BeNumerically(">", b.Token()))
 		st := kit.LeaseState(ns, "relay")
 		Expect(st.Holder).To(Equal("c"))
 		Expect(c.Release(ctx)).To(Succeed())
+	})
+
+	It("reads the queue from etcd when the queue it follows has no head: a join its watch has not shown yet keeps its place", func() {
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "last", util.LeaseSeconds(15))
+		lockLease := kit.GetLease(ns, "last")
+		reads := &leaseReads{LeasesGetter: kit.Leases}
+		b := servedAsHead(reads, ns, "last", "b")
+		Expect(kit.LeaseState(ns, "last").Waiting).To(BeTrue(), "serving the last waiter keeps the waiting mark")
+
+		Expect(b.Release(ctx)).To(Succeed())
+		Expect(reads.ofQueue(lockLease)).To(BeNumerically(">=", 1), "the followed queue showed nobody: b read it before removing the mark")
+		Expect(kit.LeaseState(ns, "last").Waiting).To(BeFalse(), "read empty, the queue's mark goes")
 	})
 
 	It("labels both Leases of a lock made before the label existed", func() {
