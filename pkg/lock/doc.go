@@ -27,10 +27,13 @@ limitations under the License.
 // its permits (Grant.Permit), each a grant with its own token, and wait in the lock's one queue
 // when every permit is held. A holder identity holds at most one permit of a lock.
 //
-// Permissions: get, list, watch and update on the lock's two Leases (the lock's name, and
-// fencedlock-queue-<the FencedLock's uid>). With watch on Leases of the namespace, not limited to
-// those names, a waiter at the head of the queue also follows the queue, and its release then
-// makes no read (Acquire); limited to the names, it reads the queue at release, one request more.
+// Permissions: get, list, watch, create and update on Leases of the lock's namespace: the lock's
+// Lease (the lock's name), and the lock's queue and waiter Leases (fencedlock-queue-<the
+// FencedLock's uid>, fencedlock-wait-<uid>-<hash of the identity>). A waiter creates its own
+// waiter Lease, and a release lists the lock's Leases by label. With watch on Leases of the
+// namespace, not limited to names, a waiter waits on a watch of all of the lock's Leases and its
+// grant follows the queue on it, so its release makes no read (Acquire); limited to names, it
+// watches the lock Lease alone and reads the queue at release, one request more.
 //
 // The token, not this package, is what keeps data safe. A process can be paused (GC, SIGSTOP, a
 // descheduled VM) at any instruction, including right after it checked that it still holds the

@@ -714,6 +714,7 @@ func (b *bench) cycles() {
 		_ = b.mgr.cmd.Process.Signal(syscall.SIGSTOP)
 		defer func() { _ = b.mgr.cmd.Process.Signal(syscall.SIGCONT) }()
 	}
+	b.readsCost(hundred[0])
 	for _, n := range []int{1, 4, 16, 64} {
 		r := run(1, n)
 		ok := new(r.rate >= 0.8*bound)
@@ -747,6 +748,42 @@ func (b *bench) cycles() {
 	r := run(100, 100)
 	b.rep.add("grant cycles/s, 100 locks, 100 clients", fmt.Sprintf("%.0f cycles/s", r.rate),
 		fmt.Sprintf("%.0f%% of CAS/s / 2", 100*r.rate/bound), "", nil)
+}
+
+// readsCost measures, alone, the CPU of the reads a contended grant may make besides its
+// writes: a watch of the lock's Leases opened and closed (a wait's), and a list of them by label
+// as a release reads the queue (from the API server's watch cache, not older than a version).
+func (b *bench) readsCost(name string) {
+	le, err := b.cs.CoordinationV1().Leases(b.ns).Get(b.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	sel := lease.FollowSelector(le)
+	leases := b.cs.CoordinationV1().Leases(b.ns)
+	n := envInt("BENCH_READS_N", 300)
+	measure := func(op func() error) string {
+		c0 := sampleCPU(b.mgr.cmd.Process.Pid)
+		for range n {
+			if err := op(); err != nil {
+				b.t.Fatal(err)
+			}
+		}
+		return c0.perOp(sampleCPU(b.mgr.cmd.Process.Pid), n)
+	}
+	watched := measure(func() error {
+		w, err := leases.Watch(b.ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: le.ResourceVersion, AllowWatchBookmarks: true})
+		if err == nil {
+			w.Stop()
+		}
+		return err
+	})
+	listed := measure(func() error {
+		_, err := leases.List(b.ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: le.ResourceVersion,
+			ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+		return err
+	})
+	b.rep.add(fmt.Sprintf("the CPU of a watch of a lock's Leases opened and closed, by process (%d alone)", n), watched, "", "", nil)
+	b.rep.add(fmt.Sprintf("the CPU of a list of a lock's Leases by label, from the watch cache, by process (%d alone)", n), listed, "", "", nil)
 }
 
 // allRequests sums apiserver_request_total over everything but long-running watches.
