@@ -48,6 +48,9 @@ func QueueFrom(leases []*coordinationv1.Lease, served Ticket) (Queue, []error) {
 	q := Queue{}
 	waiters := make([]coordinationv1.Lease, 0, len(leases))
 	for _, l := range leases {
+		if l.Labels[locksv1alpha1.ManagedByLabel] != locksv1alpha1.ManagedByValue {
+			continue // no policy judged it (only the manager creates the queue Lease): not the queue
+		}
 		switch l.Labels[locksv1alpha1.RoleLabel] {
 		case locksv1alpha1.RoleQueue:
 			q = ReadQueue(l)

@@ -268,7 +268,7 @@ func end(l *coordinationv1.Lease, holder string, tok token.Token, q *Queue, by A
 		return Handover{}, ErrQueueNeeded
 	}
 	clearPermit(l, s, p)
-	return serve(l, without(s, p), q, by, now)
+	return serve(l, without(s, p), q, by, p.Holder, now)
 }
 
 // Settle is the manager's write on a lock nobody else will serve: on a lock with room (a free
@@ -296,7 +296,7 @@ func Settle(l *coordinationv1.Lease, q Queue, now time.Time) (Handover, bool, er
 			setAnnotation(l, locksv1alpha1.WaitingAnnotation, "true")
 		}
 	default:
-		if h, err = serve(l, s, &q, Manager, now); err != nil {
+		if h, err = serve(l, s, &q, Manager, "", now); err != nil {
 			return Handover{}, false, err
 		}
 	}
@@ -313,7 +313,8 @@ func Settle(l *coordinationv1.Lease, q Queue, now time.Time) (Handover, bool, er
 // The next release reads the queue, and clears the mark if it is empty. A waiter that joined after
 // q was read sets the mark again when it sees it cleared. A semaphore whose spec.permits was
 // lowered below the permits still held has no room: nobody is served until enough are released.
-func serve(l *coordinationv1.Lease, s State, q *Queue, by Actor, now time.Time) (Handover, error) {
+// ended is the holder whose grant this write ends ("" for a settlement).
+func serve(l *coordinationv1.Lease, s State, q *Queue, by Actor, ended string, now time.Time) (Handover, error) {
 	delete(l.Annotations, locksv1alpha1.ReservedAnnotation)
 	var waiting []Waiter
 	if q != nil {
@@ -333,6 +334,14 @@ func serve(l *coordinationv1.Lease, s State, q *Queue, by Actor, now time.Time) 
 		// holds one already was served from an earlier entry it never learned of (its join raced
 		// the handover); it waits, as on a full lock, until that permit ends: the holder releases
 		// it, or the manager revokes it when it is not renewed. (Found by the model check.)
+		return Handover{}, nil
+	}
+	if head.Holder == ended && !s.Semaphore && by != Manager {
+		// The head is the releasing holder itself, queued again: a second Acquire of its Locker, or
+		// a waiter Lease naming it that someone else wrote. A lock's holder cannot be handed the
+		// lock by its own release: the API server takes a write that keeps the holder for no grant,
+		// and refuses its new token. The free lock is left to the queue, as for a pod: the
+		// manager grants the head (Settle), with a token of its own.
 		return Handover{}, nil
 	}
 	if head.IsPod() && by != Manager {

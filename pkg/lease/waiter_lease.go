@@ -26,6 +26,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 )
@@ -120,12 +121,42 @@ func LeaveWaiter(old, next *coordinationv1.Lease, identity string, t Ticket) err
 	return nil
 }
 
+// IsWaiterLease reports whether l is labelled as a waiter Lease: managed by fencedlock, role
+// waiter. Only such a Lease is judged by the waiter Lease policy (config/policy/waiter_lease.yaml),
+// which keeps its ticket and its name's lock; any other Lease, whatever it says, is nobody's
+// place in a queue: every reader ignores it (a Lease without the managed-by label carries any
+// ticket its writer likes).
+func IsWaiterLease(l *coordinationv1.Lease) bool {
+	return l.Labels[locksv1alpha1.ManagedByLabel] == locksv1alpha1.ManagedByValue &&
+		l.Labels[locksv1alpha1.RoleLabel] == locksv1alpha1.RoleWaiter
+}
+
+// CheckWaiterLease returns an error unless l, read at the name of a waiter Lease of the lock
+// whose uid is lockUID, is labelled as one (IsWaiterLease, of that lock). A Lease someone else
+// made at that name without the labels is judged by no policy and read by nobody as a waiter:
+// joining on it would wait for ever. Only deleting it helps, and a waiter's principal may not
+// delete Leases, so the join fails and says so.
+func CheckWaiterLease(l *coordinationv1.Lease, lockUID types.UID) error {
+	if IsWaiterLease(l) && l.Labels[locksv1alpha1.LockUIDLabel] == string(lockUID) {
+		return nil
+	}
+	return fmt.Errorf("lease %s/%s, this identity's waiter Lease, is not labelled as one (%s=%s, %s=%s, %s=%s): it was "+
+		"not made by a fencedlock client, and no reader of the queue would see this waiter in it; delete it "+
+		"(kubectl delete lease -n %s %s) and acquire again (see docs/protocol.md, the queue format)",
+		l.Namespace, l.Name, locksv1alpha1.ManagedByLabel, locksv1alpha1.ManagedByValue,
+		locksv1alpha1.RoleLabel, locksv1alpha1.RoleWaiter, locksv1alpha1.LockUIDLabel, lockUID, l.Namespace, l.Name)
+}
+
 // Waiters returns the waiters of a lock's waiter Leases that still wait, in ticket order: those
-// with a holder and a ticket above served. A Lease whose ticket or holder does not follow the
-// format is returned apart, with why, for the manager to report: no reader stops at it.
+// with a holder and a ticket above served. Leases not labelled as waiter Leases (IsWaiterLease)
+// are ignored. A Lease whose ticket or holder does not follow the format is returned apart, with
+// why, for the manager to report: no reader stops at it.
 func Waiters(leases []coordinationv1.Lease, served Ticket) (waiting []Waiter, malformed []error) {
 	for i := range leases {
 		l := &leases[i]
+		if !IsWaiterLease(l) {
+			continue // no policy judged it: not a place in the queue
+		}
 		h := l.Spec.HolderIdentity
 		if h == nil || *h == "" {
 			continue // left, or dropped by the manager
@@ -138,6 +169,11 @@ func Waiters(leases []coordinationv1.Lease, served Ticket) (waiting []Waiter, ma
 		case len(*h) > MaxHolderLen:
 			malformed = append(malformed, fmt.Errorf("waiter lease %s/%s: holder is %d bytes long, at most %d are allowed",
 				l.Namespace, l.Name, len(*h), MaxHolderLen))
+			continue
+		case (Waiter{Holder: *h}).IsPod():
+			// Pods are queued by the manager, on the queue Lease; no pod stands behind this one.
+			malformed = append(malformed, fmt.Errorf("waiter lease %s/%s: holder %q is a pod's identity (%s…): pods are queued by the manager, on the queue Lease",
+				l.Namespace, l.Name, *h, locksv1alpha1.PodHolderPrefix))
 			continue
 		case t <= served:
 			continue // served or skipped

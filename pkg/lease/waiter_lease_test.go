@@ -17,6 +17,7 @@ limitations under the License.
 package lease
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -69,7 +70,9 @@ func TestWaiterTicketIsTheJoinsResourceVersionAcrossLaterWrites(t *testing.T) {
 
 func TestWaitersSkipsTheServedTheGoneAndTheMalformed(t *testing.T) {
 	lease := func(name, holder, rv, ticket string) coordinationv1.Lease {
-		l := coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv}}
+		l := coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv,
+			Labels: map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue,
+				locksv1alpha1.RoleLabel: locksv1alpha1.RoleWaiter}}}
 		if holder != "" {
 			l.Spec.HolderIdentity = &holder
 		}
@@ -78,7 +81,11 @@ func TestWaitersSkipsTheServedTheGoneAndTheMalformed(t *testing.T) {
 		}
 		return l
 	}
+	unjudged := lease("unlabelled", "mallory", "80", "26") // no policy judged its ticket
+	delete(unjudged.Labels, locksv1alpha1.ManagedByLabel)
 	got, bad := Waiters([]coordinationv1.Lease{
+		unjudged,
+		lease("pod", "pod/p/uid", "30", ""), // pods queue on the queue Lease: malformed
 		lease("late", "carol", "40", ""),    // joined last
 		lease("served", "bob", "90", "20"),  // served: ticket 20 <= 25
 		lease("left", "", "50", "30"),       // left: no holder
@@ -89,8 +96,24 @@ func TestWaitersSkipsTheServedTheGoneAndTheMalformed(t *testing.T) {
 	if len(got) != 2 || got[0].Holder != "alice" || got[0].Ticket != 26 || got[1].Holder != "carol" || got[1].Ticket != 40 {
 		t.Fatalf("waiting: %+v; want alice (26), then carol (40)", got)
 	}
-	if len(bad) != 2 {
-		t.Fatalf("malformed: %v; want the two with tickets x and 0", bad)
+	if len(bad) != 3 {
+		t.Fatalf("malformed: %v; want the two with tickets x and 0, and the pod", bad)
+	}
+}
+
+func TestCheckWaiterLeaseRefusesALeaseNotLabelledAsThisLocksWaiter(t *testing.T) {
+	ref := &metav1.OwnerReference{Kind: locksv1alpha1.Kind, Name: "ledger", UID: "uid-a"}
+	w := NewWaiter("ns", locksv1alpha1.WaiterLeaseName(ref.UID, "alice"), ref)
+	if err := CheckWaiterLease(w, ref.UID); err != nil {
+		t.Fatalf("a waiter Lease as NewWaiter makes it: %v", err)
+	}
+	if err := CheckWaiterLease(w, "uid-b"); err == nil {
+		t.Fatal("another lock's waiter Lease is accepted")
+	}
+	squat := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: w.Name}}
+	err := CheckWaiterLease(squat, ref.UID)
+	if err == nil || !strings.Contains(err.Error(), "delete it") || !strings.Contains(err.Error(), w.Name) {
+		t.Fatalf("an unlabelled Lease at the waiter Lease's name: %v; want a refusal naming it and what to do", err)
 	}
 }
 

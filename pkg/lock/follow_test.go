@@ -37,7 +37,8 @@ func leaseAt(name, rv string) *coordinationv1.Lease {
 // waiterAt is holder's waiter Lease at rv, joined then (no stamped ticket: rv is its ticket).
 func waiterAt(holder, rv string) *coordinationv1.Lease {
 	l := leaseAt("w-"+holder, rv)
-	l.Labels = map[string]string{locksv1alpha1.RoleLabel: locksv1alpha1.RoleWaiter}
+	l.Labels = map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue,
+		locksv1alpha1.RoleLabel: locksv1alpha1.RoleWaiter}
 	l.Spec.HolderIdentity = &holder
 	return l
 }

@@ -159,6 +159,9 @@ func (l *Locker) writeWaiter(ctx context.Context, ref *metav1.OwnerReference,
 			case err != nil:
 				return nil, err
 			default:
+				if err := lease.CheckWaiterLease(got, ref.UID); err != nil {
+					return nil, err
+				}
 				old = got
 			}
 		}
