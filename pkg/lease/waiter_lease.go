@@ -172,7 +172,8 @@ func Waiters(leases []coordinationv1.Lease, served Ticket) (waiting []Waiter, ma
 			continue
 		case (Waiter{Holder: *h}).IsPod():
 			// Pods are queued by the manager, on the queue Lease; no pod stands behind this one.
-			malformed = append(malformed, fmt.Errorf("waiter lease %s/%s: holder %q is a pod's identity (%s…): pods are queued by the manager, on the queue Lease",
+			malformed = append(malformed, fmt.Errorf(
+				"waiter lease %s/%s: holder %q is a pod's identity (%s…): pods are queued by the manager, on the queue Lease",
 				l.Namespace, l.Name, *h, locksv1alpha1.PodHolderPrefix))
 			continue
 		case t <= served:

@@ -63,7 +63,9 @@ func (l *Locker) TryAcquire(ctx context.Context) (*Grant, error) {
 //
 // A waiter watches the lock's queue with its Lease, and its grant keeps that watch until the
 // grant ends or ctx does: its Release then hands the lock on in one write, without reading the
-// queue. A ctx that ends when Acquire returns costs only that read.
+// queue. The Locker keeps the watch for a while after the Release, and an Acquire of it that
+// waits then waits on that watch instead of opening one. A ctx that ends when Acquire returns
+// costs that read and that watch.
 //
 // Acquire calls of one Locker wait one at a time: its identity queues once per lock.
 //
@@ -148,32 +150,28 @@ type acquisition struct {
 }
 
 // acquireOnce lists the Lease and follows its watch until the lock is granted, an error occurs,
-// or the watch must be restarted (nil, nil).
+// or the watch must be restarted (nil, nil). The watch this Locker's last grant kept (resume)
+// stands for both.
 func (l *Locker) acquireOnce(ctx context.Context, a *acquisition) (*Grant, error) {
 	a.progress = false
-	var cur *coordinationv1.Lease
-	var rv string
-	if a.from != nil { // watch from a Lease this Locker wrote: events since then follow
-		cur, rv, a.from = a.from, a.from.ResourceVersion, nil
-	} else {
-		list, err := l.leases.List(ctx, metav1.ListOptions{FieldSelector: l.byName()})
-		if err != nil {
-			return nil, fmt.Errorf("lock %s: listing lease: %w", l.key(), err)
-		}
-		if len(list.Items) > 0 {
-			cur = &list.Items[0]
-		}
-		rv = list.ResourceVersion
+	cur, rv, ww, err := l.roundStart(ctx, a)
+	if err != nil {
+		return nil, err
 	}
 	if cur != nil {
 		// A free lock is taken before any watch is opened: one read and one write.
 		if g, err := l.attempt(ctx, a, cur); g != nil || err != nil {
+			if ww != nil {
+				g = ww.grant(g)
+				ww.stop()
+			}
 			return g, err
 		}
 	}
-	ww, err := l.watch(ctx, a, cur, rv)
-	if err != nil {
-		return nil, fmt.Errorf("lock %s: watching lease: %w", l.key(), err)
+	if ww == nil {
+		if ww, err = l.watch(ctx, a, cur, rv); err != nil {
+			return nil, fmt.Errorf("lock %s: watching lease: %w", l.key(), err)
+		}
 	}
 	defer ww.stop()
 	var beatTimer clock.Timer
@@ -233,6 +231,30 @@ func (l *Locker) acquireOnce(ctx context.Context, a *acquisition) (*Grant, error
 			}
 		}
 	}
+}
+
+// roundStart is where a waiting round starts: the lock Lease as last seen (nil: none) and the
+// resourceVersion to watch from, or the watch this Locker's last grant kept (resume), which
+// stands for both.
+func (l *Locker) roundStart(ctx context.Context, a *acquisition) (*coordinationv1.Lease, string, *waitWatch, error) {
+	if ww := l.resume(); ww != nil { // the last grant's watch, kept: its events since then follow
+		cur := newer(a.from, ww.f.latestLock())
+		a.from = nil
+		return cur, "", ww, nil
+	}
+	if a.from != nil { // watch from a Lease this Locker wrote: events since then follow
+		cur := a.from
+		a.from = nil
+		return cur, cur.ResourceVersion, nil, nil
+	}
+	list, err := l.leases.List(ctx, metav1.ListOptions{FieldSelector: l.byName()})
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("lock %s: listing lease: %w", l.key(), err)
+	}
+	if len(list.Items) > 0 {
+		return &list.Items[0], list.ResourceVersion, nil, nil
+	}
+	return nil, list.ResourceVersion, nil, nil
 }
 
 // attempt tries to take the lock from cur, the Lease as last seen. It returns nil, nil when the

@@ -19,6 +19,7 @@ package lock
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -59,10 +60,21 @@ type follower struct {
 
 	mu      sync.Mutex
 	pos     string                           // the last resourceVersion the list or watch showed
+	lockL   *coordinationv1.Lease            // the lock Lease as the watch last showed it
 	ql      *coordinationv1.Lease            // the queue Lease; nil: none
 	waiters map[string]*coordinationv1.Lease // the waiter Leases, by name
 	ended   bool
 	moved   chan struct{} // closed, and replaced, whenever pos moves or the follower ends
+
+	// A follower on a waiting round's watch (w, opened with ctx) outlives its grant: its Locker
+	// keeps it for the next Acquire (Locker.park), which waits on that watch instead of opening
+	// one. parking is set from the grant's release on, so that the release's own event does not
+	// end it; take hands the watch from run to the next round.
+	w       watch.Interface
+	ctx     context.Context
+	parking atomic.Bool
+	take    chan chan struct{}
+	runDone chan struct{}
 }
 
 func newFollower(lock, pos string, since lease.Ticket, stop func()) *follower {
@@ -89,7 +101,9 @@ func (l *Locker) watch(ctx context.Context, _ *acquisition, cur *coordinationv1.
 	if sel := followSelector(cur); sel != "" && err == nil && !l.noFollow.Load() {
 		w, err := l.leases.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
 		if err == nil {
-			return &waitWatch{w: w, l: l, ctx: ctx, f: newFollower(l.name, rv, since, w.Stop)}, nil
+			f := newFollower(l.name, rv, since, w.Stop)
+			f.w, f.ctx, f.take = w, ctx, make(chan chan struct{})
+			return &waitWatch{w: w, l: l, ctx: ctx, f: f}, nil
 		}
 		if !apierrors.IsForbidden(err) {
 			return nil, err
@@ -145,15 +159,102 @@ func (l *Locker) followFrom(ctx context.Context, g *Grant, cur *coordinationv1.L
 	}()
 }
 
-// run keeps f from w's events until the watch ends or shows g's grant over, then ends f.
+// run keeps f from w's events until the watch ends or shows g's grant over (lost, unless its
+// release parks f), then ends f; or until the next round takes the watch over (take).
 func (f *follower) run(g *Grant, w watch.Interface) {
-	defer f.end()
-	for ev := range w.ResultChan() {
-		le, ok := f.observe(ev)
-		if !ok || (le != nil && !g.heldIn(le)) {
+	done := f.runDone
+	defer func() {
+		if done != nil {
+			close(done)
+		}
+	}()
+	for {
+		select {
+		case ev, open := <-w.ResultChan():
+			if !open {
+				f.end()
+				return
+			}
+			le, ok := f.observe(ev)
+			if !ok {
+				return
+			}
+			if le != nil && !f.parking.Load() && !g.heldIn(le) {
+				f.end()
+				return
+			}
+		case ack := <-f.take: // nil for a follower that is never taken
+			close(ack)
 			return
 		}
 	}
+}
+
+// idleKeep is how long a Locker keeps its last grant's watch for its next Acquire: a worker that
+// acquires again at once waits on it, instead of opening a watch per grant.
+const idleKeep = 2 * time.Second
+
+// park keeps f, the follower of a grant that ended, for this Locker's next Acquire (resume), for
+// idleKeep at most; a follower that cannot be taken over is ended.
+func (l *Locker) park(f *follower) {
+	if f.take == nil {
+		f.end()
+		return
+	}
+	l.mu.Lock()
+	old := l.idle
+	l.idle = f
+	l.mu.Unlock()
+	if old != nil {
+		old.end()
+	}
+	time.AfterFunc(idleKeep, func() { // a bound on an idle watch, not lock time: the real clock
+		l.mu.Lock()
+		expired := l.idle == f
+		if expired {
+			l.idle = nil
+		}
+		l.mu.Unlock()
+		if expired {
+			f.end()
+		}
+	})
+}
+
+// resume returns the round's watch from the follower this Locker kept (park), nil if none is
+// kept or it ended: the round waits on it, from the lock Lease as it last showed it.
+func (l *Locker) resume() *waitWatch {
+	l.mu.Lock()
+	f := l.idle
+	l.idle = nil
+	l.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	ack := make(chan struct{})
+	select {
+	case f.take <- ack:
+		<-ack
+	case <-f.runDone:
+		f.end()
+		return nil
+	}
+	f.mu.Lock()
+	ended := f.ended
+	f.mu.Unlock()
+	if ended || f.ctx.Err() != nil {
+		f.end()
+		return nil
+	}
+	f.parking.Store(false)
+	return &waitWatch{w: f.w, l: l, ctx: f.ctx, f: f}
+}
+
+// latestLock is the lock Lease as the watch last showed it, nil before any event of it.
+func (f *follower) latestLock() *coordinationv1.Lease {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lockL
 }
 
 // setFollower makes f the follower g's release asks for the queue.
@@ -202,6 +303,7 @@ func (ww *waitWatch) grant(g *Grant) *Grant {
 	if ww.f != nil && st.Served >= ww.f.since {
 		ww.handed = true
 		g.setFollower(ww.f)
+		ww.f.runDone = make(chan struct{})
 		go ww.f.run(g, ww.w)
 		return g
 	}
@@ -228,13 +330,16 @@ func (f *follower) observe(ev watch.Event) (*coordinationv1.Lease, bool) {
 	var lock *coordinationv1.Lease
 	f.mu.Lock()
 	switch {
+	case f.ended: // ended by its grant's end while an event was on its way
+		f.mu.Unlock()
+		return nil, false
 	case ev.Type == watch.Bookmark:
 	case le.Name == f.lock && ev.Type == watch.Deleted:
 		f.mu.Unlock()
 		f.end()
 		return nil, false
 	case le.Name == f.lock:
-		lock = le
+		lock, f.lockL = le, le
 	default:
 		f.keep(le, ev.Type)
 	}
@@ -313,14 +418,30 @@ func (f *follower) queueAsOf(ctx context.Context, rv string, served lease.Ticket
 	}
 }
 
-// unfollow ends the grant's follower, if any.
-func (g *Grant) unfollow() {
+// unfollow ends the grant's follower, if any, or, once the grant was released, keeps it for the
+// Locker's next Acquire (park).
+func (g *Grant) unfollow(released bool) {
 	g.mu.Lock()
 	f := g.follower
 	g.follower = nil
 	g.mu.Unlock()
-	if f != nil {
+	switch {
+	case f == nil:
+	case released:
+		g.locker.park(f)
+	default:
 		f.end()
+	}
+}
+
+// parking tells the grant's follower, if any, that the grant is being released: the release's
+// own event must not end it (run). keep false takes that back (the release failed).
+func (g *Grant) parking(keep bool) {
+	g.mu.Lock()
+	f := g.follower
+	g.mu.Unlock()
+	if f != nil {
+		f.parking.Store(keep)
 	}
 }
 
@@ -349,4 +470,17 @@ func (g *Grant) queueFor(ctx context.Context, cur *coordinationv1.Lease) (*lease
 		}
 	}
 	return g.locker.readQueue(ctx, cur)
+}
+
+// newer returns whichever of a and b has the later resourceVersion (either may be nil).
+func newer(a, b *coordinationv1.Lease) *coordinationv1.Lease {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	case lease.Covers(a.ResourceVersion, b.ResourceVersion):
+		return a
+	}
+	return b
 }

@@ -124,3 +124,13 @@ func TestFollowerFromAWaitAnswersOnlyPastItsStart(t *testing.T) {
 		t.Fatalf("served 10: got %v, %v; want bob", q, ok)
 	}
 }
+
+// An event that reaches an ended follower (its grant ended while the event was on its way) is
+// dropped: the follower stays ended.
+func TestFollowerEndedIgnoresLateEvents(t *testing.T) {
+	f := newFollower("l", "10", 0, func() {})
+	f.end()
+	if _, ok := f.observe(watch.Event{Type: watch.Modified, Object: leaseAt("l", "11")}); ok {
+		t.Fatal("an ended follower observed an event")
+	}
+}

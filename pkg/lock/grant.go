@@ -138,6 +138,7 @@ func (g *Grant) Renew(ctx context.Context) error {
 // its *LostError.
 func (g *Grant) Release(ctx context.Context) error {
 	l := g.locker
+	g.parking(true)
 	err := g.update(ctx, func(next *coordinationv1.Lease, q *lease.Queue) error {
 		_, err := lease.Release(next, l.identity, g.token, q, l.clock.Now())
 		return err
@@ -146,13 +147,14 @@ func (g *Grant) Release(ctx context.Context) error {
 		g.markLost(err)
 	}
 	if err != nil && g.Err() == nil {
+		g.parking(false)
 		return err // the grant still holds the lock: its keep-alive goes on
 	}
 	g.mu.Lock()
 	g.released = err == nil
 	ka := g.keepAlive
 	g.mu.Unlock()
-	g.unfollow()
+	g.unfollow(err == nil)
 	if ka != nil {
 		ka.Stop()
 	}

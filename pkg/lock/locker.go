@@ -55,6 +55,9 @@ type Locker struct {
 	last *coordinationv1.Lease
 	// mine is this identity's waiter Lease as last written: a join starts from it (one write).
 	mine *coordinationv1.Lease
+	// idle is the follower of this Locker's last grant, kept with its watch for the next Acquire
+	// (park, resume).
+	idle *follower
 	// waitSlot is held by the Acquire that waits: an identity has one waiter Lease per lock, so
 	// two Acquires of one Locker that both queued would take each other's place in turn.
 	waitSlot chan struct{}

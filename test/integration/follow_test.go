@@ -86,6 +86,11 @@ func (c countedReads) List(ctx context.Context, o metav1.ListOptions) (*coordina
 	return c.LeaseInterface.List(ctx, o)
 }
 
+func (c countedReads) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	c.r.count("watch")
+	return c.LeaseInterface.Watch(ctx, o)
+}
+
 // watchedPast waits until a watch of both of a lock's Leases has delivered resourceVersion rv.
 func watchedPast(ns, selector, from, rv string) {
 	w, err := clientset.CoordinationV1().Leases(ns).Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: from})
@@ -190,6 +195,40 @@ var _ = Describe("A holder that follows its lock's queue", func() {
 		st := kit.LeaseState(ns, "relay")
 		Expect(st.Holder).To(Equal("c"))
 		Expect(c.Release(ctx)).To(Succeed())
+	})
+
+	It("waits again on the watch its last grant kept: a worker that acquires again at once opens no watch", func() {
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "again", util.LeaseSeconds(15))
+		lockLease := kit.GetLease(ns, "again")
+		reads := &leaseReads{LeasesGetter: kit.Leases}
+		h, err := kit.Locker(ns, "again", "holder").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		lb := util.NewLocker(reads, ns, "again", lock.WithIdentity("b"))
+		gotB, failed := acquireAsync(ctx, lb)
+		Eventually(func() []string { return waiterIDs(ns, "again") }, 10*time.Second, 20*time.Millisecond).Should(Equal([]string{"b"}))
+		Eventually(func() bool { return kit.LeaseState(ns, "again").Waiting }, 10*time.Second, 20*time.Millisecond).Should(BeTrue())
+		Expect(h.Release(ctx)).To(Succeed())
+		var b *lock.Grant
+		Eventually(gotB, 10*time.Second).Should(Receive(&b))
+		Expect(reads.of("watch")).To(Equal(1), "b waited on one watch")
+
+		By("c queues while b holds; b releases to c and acquires again at once: it waits behind c")
+		gotC, _ := acquireAsync(ctx, kit.Locker(ns, "again", "c"))
+		Eventually(func() []lease.Waiter { return queueOf(ns, "again").Waiting(kit.LeaseState(ns, "again").Served) },
+			10*time.Second, 20*time.Millisecond).Should(HaveLen(1))
+		Expect(b.Release(ctx)).To(Succeed())
+		var c *lock.Grant
+		Eventually(gotC, 10*time.Second).Should(Receive(&c))
+		bAgain, failedAgain := acquireAsync(ctx, lb)
+		Eventually(func() []lease.Waiter { return queueOf(ns, "again").Waiting(kit.LeaseState(ns, "again").Served) },
+			10*time.Second, 20*time.Millisecond).Should(HaveLen(1))
+		Expect(c.Release(ctx)).To(Succeed())
+		Eventually(bAgain, 10*time.Second).Should(Receive())
+		Expect(failed).NotTo(Receive())
+		Expect(failedAgain).NotTo(Receive())
+		Expect(reads.of("watch")).To(Equal(1), "b's second wait went on the watch its grant kept")
+		Expect(reads.ofQueue(lockLease)).To(BeZero())
 	})
 
 	It("reads the queue from etcd when the queue it follows has no head: a join its watch has not shown yet keeps its place", func() {
