@@ -476,6 +476,10 @@ var _ = Describe("No way around the fence", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(g.Release(ctx)).To(Succeed())
 		Expect(k8sClient.Delete(ctx, &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settlement"}})).To(Succeed())
+		// The webhook learns of the lock's deletion from its cache, a moment after the API server:
+		// until then it judges the released token as before.
+		Eventually(func() error { return k8sClient.Delete(ctx, gone) }, 10*time.Second, 20*time.Millisecond).
+			Should(MatchError(ContainSubstring("which does not exist")))
 		deniedWith(k8sClient.Delete(ctx, gone), "which does not exist")
 		Expect(k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 		Eventually(func() error { return k8sClient.Delete(ctx, gone) }, 10*time.Second, 50*time.Millisecond).Should(Succeed())
