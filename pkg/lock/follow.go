@@ -197,7 +197,7 @@ const idleKeep = 2 * time.Second
 // park keeps f, the follower of a grant that ended, for this Locker's next Acquire (resume), for
 // idleKeep at most; a follower that cannot be taken over is ended.
 func (l *Locker) park(f *follower) {
-	if f.take == nil {
+	if f.take == nil || f.runDone == nil { // not a round's watch, or nobody reads it
 		f.end()
 		return
 	}
