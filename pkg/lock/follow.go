@@ -465,7 +465,7 @@ func (g *Grant) queueFor(ctx context.Context, cur *coordinationv1.Lease) (*lease
 	g.mu.Unlock()
 	if f != nil {
 		st, _ := lease.Read(cur) // the transition that asked for the queue has vetted cur
-		if q, ok := f.queueAsOf(ctx, cur.ResourceVersion, st.Served); ok && len(q.Waiting(st.Served)) > 0 {
+		if q, ok := f.queueAsOf(ctx, cur.ResourceVersion, st.Served); ok && hasHead(q, st.Served) {
 			return q, nil
 		}
 	}

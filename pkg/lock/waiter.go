@@ -239,7 +239,7 @@ func (l *Locker) readQueue(ctx context.Context, cur *coordinationv1.Lease) (*lea
 			items = append(items, &list.Items[i])
 		}
 		// A malformed waiter Lease is the manager's to report.
-		if *q, _ = lease.QueueFrom(items, st.Served); len(q.Waiting(st.Served)) > 0 {
+		if *q, _ = lease.QueueFrom(items, st.Served); hasHead(q, st.Served) {
 			break
 		}
 	}
@@ -261,4 +261,11 @@ func (l *Locker) listAtLeast(ctx context.Context, sel, rv string) (*coordination
 		list, err = l.leases.List(ctx, metav1.ListOptions{LabelSelector: sel})
 	}
 	return list, err
+}
+
+// hasHead reports whether q has someone to serve above served (lease.Queue.Head): a queue read
+// without one is read again from etcd, whether it was listed or followed.
+func hasHead(q *lease.Queue, served lease.Ticket) bool {
+	_, ok := q.Head(served)
+	return ok
 }
