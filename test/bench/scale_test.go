@@ -21,6 +21,7 @@ package bench
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -134,6 +135,7 @@ func (b *bench) drain() {
 	if err != nil {
 		b.t.Fatal(err)
 	}
+	conns := b.countConns()
 	asked := time.Now()
 	b.parallel(n, 8, func(i int) { b.kit.CreatePod(util.Pod(b.ns, fmt.Sprintf("drain-%04d", i), "drain")) })
 	// Pods are owed the order of their queue tickets, the order status.waiters shows
@@ -206,6 +208,8 @@ func (b *bench) drain() {
 	b.rep.add(fmt.Sprintf("%d queued pods drained: the rate against the write bound", n), fmt.Sprintf("%.1f grants/s", rate),
 		fmt.Sprintf("%.0f%% of CAS/s / 2", 100*rate/bound), ">= 80%", &okRate)
 	b.rep.add("where a drain's CPU goes, by process (per grant; the bench plays the kubelet)", cpu0.perOp(cpu1, n), "", "", nil)
+	b.rep.add(fmt.Sprintf("the manager's connections to the API server, most at once while %d pods queued and drained", n),
+		strconv.Itoa(conns.Most()), "its Events are sent a few at a time; every other request shares its HTTP/2 connections", "", nil)
 }
 
 // queuedPods returns the names of the pods in the lock's queue, in ticket order.

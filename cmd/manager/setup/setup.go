@@ -61,13 +61,7 @@ type Options struct {
 // NewManager returns a manager for cfg running the FencedLock controller and, with o.Webhooks, the
 // webhooks, with its healthz check and a readyz check: ready once the webhooks serve (see Webhooks).
 func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
-	// The manager's informers follow every lock Lease, waiter Lease and lock pod of the cluster.
-	// An API server with WatchListCompression (beta, on by default since Kubernetes 1.37) gzips
-	// such a watch for its whole life when the client accepts gzip: every event is compressed for
-	// this one watcher and decompressed here, CPU on both ends (docs/benchmarks.md) to save bytes
-	// on what is usually the cluster's own network.
-	cfg = rest.CopyConfig(cfg)
-	cfg.DisableCompression = true
+	cfg = clientConfig(cfg)
 	mo := o.Manager
 	mo.Scheme = Scheme()
 	mo.Cache = controllers.CacheOptions()
@@ -93,4 +87,19 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("adding the ready check: %w", err)
 	}
 	return mgr, nil
+}
+
+// clientConfig is cfg as the manager talks to the API server: a copy, with its Event requests
+// bounded (boundEvents) and no compression.
+//
+// The manager's informers follow every lock Lease, waiter Lease and lock pod of the cluster. An
+// API server with WatchListCompression (beta, on by default since Kubernetes 1.37) gzips such a
+// watch for its whole life when the client accepts gzip: every event is compressed for this one
+// watcher and decompressed here, CPU on both ends (docs/benchmarks.md) to save bytes on what is
+// usually the cluster's own network.
+func clientConfig(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.DisableCompression = true
+	cfg.Wrap(boundEvents(eventsInFlight))
+	return cfg
 }
