@@ -361,7 +361,7 @@ func (r *FencedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&coordinationv1.Lease{}, leaseEvents{r: r, EventHandler: handler.EnqueueRequestForOwner(mgr.GetScheme(),
 			mgr.GetRESTMapper(), &locksv1alpha1.FencedLock{}, handler.OnlyControllerOwner())}).
 		// A waiter Lease's join, beat or leave wakes its lock (it is owned, not controlled).
-		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(lockOfWaiter)).
+		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.lockOfWaiter)).
 		// Pods that ask for a lock (the cache holds no others) wake their lock.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(lockOfPod)).
 		// A multi-lock pod's grant or loss of one lock wakes its other locks.
@@ -372,14 +372,32 @@ func (r *FencedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// lockOfWaiter maps a waiter Lease to the lock it waits for: its FencedLock owner.
-func lockOfWaiter(_ context.Context, obj client.Object) []ctrl.Request {
+// lockOfWaiter maps a waiter Lease to the lock it waits for: its FencedLock owner or, for one
+// written without the ownerReference docs/protocol.md asks for (a client of another language),
+// the FencedLock of its namespace whose uid its fencedlock.io/lock-uid label names. Readers of the
+// queue select waiter Leases by that label alone, so such a waiter waits like any other, and
+// its join must wake the manager like any other's. Only such Leases pay for the search.
+func (r *FencedLockReconciler) lockOfWaiter(ctx context.Context, obj client.Object) []ctrl.Request {
 	if obj.GetLabels()[locksv1alpha1.RoleLabel] != locksv1alpha1.RoleWaiter {
 		return nil
 	}
 	for _, ref := range obj.GetOwnerReferences() {
 		if ref.Kind == locksv1alpha1.Kind && ref.APIVersion == locksv1alpha1.GroupVersion.String() {
 			return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}}
+		}
+	}
+	uid := types.UID(obj.GetLabels()[locksv1alpha1.LockUIDLabel])
+	if uid == "" {
+		return nil
+	}
+	var locks locksv1alpha1.FencedLockList
+	if err := r.List(ctx, &locks, client.InNamespace(obj.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
+		logf.FromContext(ctx).Error(err, "finding the lock of a waiter Lease without an owner", "lease", obj.GetName())
+		return nil
+	}
+	for i := range locks.Items {
+		if locks.Items[i].UID == uid {
+			return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: locks.Items[i].Name}}}
 		}
 	}
 	return nil

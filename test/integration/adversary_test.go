@@ -136,6 +136,23 @@ var _ = Describe("Waiter Leases written by others", func() {
 		Expect(g.Release(ctx)).To(Succeed())
 	})
 
+	It("wake the manager when one has no owner: status.waiters shows its join at once", func() {
+		ns := kit.NewNamespace()
+		fl := kit.NewLock(ns, "ledger", util.LeaseSeconds(60)) // no deadline comes during the spec
+		carol, _ := ordinary(ns, "carol")
+		holder, err := honest(ns, "ledger", "holder").TryAcquire(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() []string { return waiterIDs(ns, "ledger") }, 10*time.Second, 20*time.Millisecond).Should(BeEmpty())
+
+		By("a client of another language joins without the ownerReference protocol.md asks for")
+		w := forged(fl, "carol", "carol")
+		w.OwnerReferences = nil
+		Expect(carol.Create(ctx, w)).To(Succeed())
+		Eventually(func() []string { return waiterIDs(ns, "ledger") }, 10*time.Second, 20*time.Millisecond).
+			Should(Equal([]string{"carol"}), "the manager was not woken by the join")
+		Expect(holder.Release(ctx)).To(Succeed())
+	})
+
 	It("do not make the manager write in a loop when one names a pod", func() {
 		ns := kit.NewNamespace()
 		fl := kit.NewLock(ns, "ledger", util.LeaseSeconds(15))
