@@ -90,6 +90,9 @@ type observer struct {
 	seen map[types.NamespacedName]map[lease.Ticket]lease.Seen
 	// idle is when each lock's unused waiter Leases were first seen unused (idleWaiters).
 	idle map[types.NamespacedName]map[string]idleMark
+	// malformed is what the last look at each lock's waiter Leases found malformed, by message
+	// (newlyMalformed).
+	malformed map[types.NamespacedName]map[string]struct{}
 	// held and heldPermits count the locks with a permit held, and the permits held, in the last
 	// observation of every lock (the held gauges).
 	held, heldPermits int
@@ -97,7 +100,7 @@ type observer struct {
 
 func newObserver() *observer {
 	return &observer{obs: map[types.NamespacedName]*lockObservation{}, seen: map[types.NamespacedName]map[lease.Ticket]lease.Seen{},
-		idle: map[types.NamespacedName]map[string]idleMark{}}
+		idle: map[types.NamespacedName]map[string]idleMark{}, malformed: map[types.NamespacedName]map[string]struct{}{}}
 }
 
 // lock returns the lock's observation, creating it; the caller holds mu.
@@ -314,6 +317,27 @@ func (o *observer) forget(key types.NamespacedName) {
 	delete(o.obs, key)
 	delete(o.seen, key)
 	delete(o.idle, key)
+	delete(o.malformed, key)
+}
+
+// newlyMalformed records msgs, what this look at the lock's waiter Leases found malformed, and
+// returns those the last look did not find: a malformed Lease is reported (a log line and a
+// Warning Event) once, not on every reconcile of its lock, and again if it is mended and breaks
+// anew.
+func (o *observer) newlyMalformed(key types.NamespacedName, msgs []string) []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	before := o.malformed[key]
+	now := make(map[string]struct{}, len(msgs))
+	var fresh []string
+	for _, m := range msgs {
+		if _, seen := before[m]; !seen {
+			fresh = append(fresh, m)
+		}
+		now[m] = struct{}{}
+	}
+	keepNonEmpty(o.malformed, key, now)
+	return fresh
 }
 
 // idleOf returns the marks of the lock's unused waiter Leases.

@@ -17,6 +17,7 @@ limitations under the License.
 package controllers
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -125,4 +126,34 @@ func TestObserverCountsLocksHeld(t *testing.T) {
 	o.forget(b)
 	o.forget(a)
 	check(0, "both locks deleted")
+}
+
+// A malformed waiter Lease is reported once while it stays malformed, and again once it breaks
+// anew after being mended; another lock's reports are its own.
+func TestMalformedWaiterLeasesAreReportedOnce(t *testing.T) {
+	o := newObserver()
+	a, b := types.NamespacedName{Namespace: "ns", Name: "a"}, types.NamespacedName{Namespace: "ns", Name: "b"}
+	steps := []struct {
+		key  types.NamespacedName
+		msgs []string
+		want []string
+	}{
+		{a, []string{"x"}, []string{"x"}},
+		{a, []string{"x"}, nil},
+		{a, []string{"x", "y"}, []string{"y"}},
+		{b, []string{"x"}, []string{"x"}},
+		{a, []string{"y"}, nil},
+		{a, nil, nil},
+		{a, []string{"x", "y"}, []string{"x", "y"}},
+	}
+	for i, s := range steps {
+		if got := o.newlyMalformed(s.key, s.msgs); !slices.Equal(got, s.want) {
+			t.Fatalf("step %d (%s, %v): reported %v, want %v", i, s.key.Name, s.msgs, got, s.want)
+		}
+	}
+	o.forget(a)
+	o.forget(b)
+	if len(o.malformed) != 0 {
+		t.Fatalf("forgotten locks keep %d sets", len(o.malformed))
+	}
 }

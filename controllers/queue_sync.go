@@ -217,12 +217,17 @@ func (r *FencedLockReconciler) dropDead(ctx context.Context, fl *locksv1alpha1.F
 	return alive, nil
 }
 
-// reportWaiterLeases reports waiter Leases that do not follow the format, in a Warning Event each.
+// reportWaiterLeases reports waiter Leases that do not follow the format, in a Warning Event each,
+// once while they stay so (observer.newlyMalformed).
 func (r *FencedLockReconciler) reportWaiterLeases(ctx context.Context, fl *locksv1alpha1.FencedLock, malformed []error) {
-	for _, err := range malformed {
-		logf.FromContext(ctx).Info("Skipped a malformed waiter lease", "why", err.Error())
+	msgs := make([]string, len(malformed))
+	for i, err := range malformed {
+		msgs[i] = err.Error()
+	}
+	for _, msg := range r.observer.newlyMalformed(client.ObjectKeyFromObject(fl), msgs) {
+		logf.FromContext(ctx).Info("Skipped a malformed waiter lease", "why", msg)
 		r.recorder.Eventf(fl, nil, corev1.EventTypeWarning, locksv1alpha1.ReasonQueueRepaired, actionQueue,
-			"Skipped %v (see docs/protocol.md, the queue format)", err)
+			"Skipped %s (see docs/protocol.md, the queue format)", msg)
 	}
 }
 
