@@ -328,6 +328,9 @@ func (o *observer) newlyMalformed(key types.NamespacedName, msgs []string) []str
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	before := o.malformed[key]
+	if len(msgs) == 0 && before == nil {
+		return nil // the usual case, on every reconcile: nothing to keep
+	}
 	now := make(map[string]struct{}, len(msgs))
 	var fresh []string
 	for _, m := range msgs {
