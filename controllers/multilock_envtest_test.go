@@ -25,6 +25,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
@@ -140,22 +141,28 @@ var _ = Describe("Pods asking for several locks", func() {
 		kept := kit.LeaseState(ns, "b").Reserved
 		Expect(kept).NotTo(BeZero())
 		var tb token.Token
-		_, err = lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, kit.GetLease(ns, "b"),
-			func(next *coordinationv1.Lease) error {
-				h, _, err := lease.Settle(next, lease.Queue{Waiters: []lease.Waiter{{Ticket: kept, Holder: id}}}, time.Now())
-				tb = h.Token
-				return err
-			})
+		err = casRetrying(func() error {
+			_, err := lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, kit.GetLease(ns, "b"),
+				func(next *coordinationv1.Lease) error {
+					h, _, err := lease.Settle(next, lease.Queue{Waiters: []lease.Waiter{{Ticket: kept, Holder: id}}}, time.Now())
+					tb = h.Token
+					return err
+				})
+			return err
+		})
 		Expect(err).NotTo(HaveOccurred())
 		var other token.Token // a goes to another holder, so the pod cannot simply get it back
-		_, err = lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, kit.GetLease(ns, "a"),
-			func(next *coordinationv1.Lease) error {
-				if _, err := lease.Revoke(next, id, ta, true, &lease.Queue{}, time.Now()); err != nil {
+		err = casRetrying(func() error {
+			_, err := lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, kit.GetLease(ns, "a"),
+				func(next *coordinationv1.Lease) error {
+					if _, err := lease.Revoke(next, id, ta, true, &lease.Queue{}, time.Now()); err != nil {
+						return err
+					}
+					other, err = lease.Grant(next, "other", time.Now())
 					return err
-				}
-				other, err = lease.Grant(next, "other", time.Now())
-				return err
-			})
+				})
+			return err
+		})
 		Expect(err).NotTo(HaveOccurred())
 
 		By("a restarted controller makes the pod give b up, as it lacks a, which comes first")
@@ -167,13 +174,16 @@ var _ = Describe("Pods asking for several locks", func() {
 		stillGated(ns, "p")
 
 		By("once a is free, the pod gets a, then b, and only then is ungated")
-		_, err = lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, kit.GetLease(ns, "a"),
-			func(next *coordinationv1.Lease) error {
-				// Released as if the queue read were empty: the manager serves the queue of the
-				// free lock (lease.Settle), the pod at its head.
-				_, err := lease.Release(next, "other", other, &lease.Queue{}, time.Now())
-				return err
-			})
+		err = casRetrying(func() error {
+			_, err := lease.CAS(ctx, lease.TypedWriter{Leases: clientset.CoordinationV1()}, kit.GetLease(ns, "a"),
+				func(next *coordinationv1.Lease) error {
+					// Released as if the queue read were empty: the manager serves the queue of the
+					// free lock (lease.Settle), the pod at its head.
+					_, err := lease.Release(next, "other", other, &lease.Queue{}, time.Now())
+					return err
+				})
+			return err
+		})
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() bool { return locksv1alpha1.HasLockGate(kit.GetPod(ns, "p")) }).Should(BeFalse())
 		toks := util.PodTokens(kit.GetPod(ns, "p"))
@@ -182,3 +192,7 @@ var _ = Describe("Pods asking for several locks", func() {
 		Expect(toks["b"]).To(BeNumerically(">", tb), "b was granted again after a, not kept out of order")
 	})
 })
+
+// casRetrying runs one of the test's own Lease writes again on a conflict: the manager may write
+// the same Lease meanwhile (a waiting mark, a settle), as any other writer may.
+func casRetrying(write func() error) error { return retry.RetryOnConflict(retry.DefaultRetry, write) }
