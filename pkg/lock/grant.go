@@ -162,14 +162,20 @@ func (g *Grant) Release(ctx context.Context) error {
 }
 
 // update runs one transition against the Lease with compare-and-swap, re-reading the Lease on
-// conflicts (the controller may have written it, e.g. to change the lease duration). A transition
-// that needs the lock's queue (lease.ErrQueueNeeded) is run again with the queue, read after the
-// Lease it is computed from. pkg/lease's refusals are returned as this package's errors.
+// conflicts (the controller may have written it, e.g. to change the lease duration). It starts
+// from the newest Lease it knows: the grant's own, or a later one its follower's watch showed (a
+// semaphore's other permits, a waiter's mark), which the grant's own would only meet as a
+// conflict and a read. A transition that needs the lock's queue (lease.ErrQueueNeeded) is run
+// again with the queue, read after the Lease it is computed from. pkg/lease's refusals are
+// returned as this package's errors.
 func (g *Grant) update(ctx context.Context, transition func(next *coordinationv1.Lease, q *lease.Queue) error) error {
 	l := g.locker
 	g.mu.Lock()
-	cur := g.lease
+	cur, f := g.lease, g.follower
 	g.mu.Unlock()
+	if f != nil {
+		cur = newer(cur, f.latestLock())
+	}
 	var q *lease.Queue
 	for {
 		out, err := lease.CAS(ctx, l.writer, cur, func(next *coordinationv1.Lease) error { return transition(next, q) })

@@ -19,6 +19,7 @@ package lock
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +30,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -266,5 +268,42 @@ func TestHeldErrorOfQueuedWaiter(t *testing.T) {
 	st, _ = lease.Read(lk)
 	if e := heldError(st); e.Error() != `lock is held by "x" with token 9` {
 		t.Errorf("held lock: %v", e)
+	}
+}
+
+// A release starts from the newest Lease the grant's follower has shown, not the grant's own:
+// on a semaphore, another permit's release since then would make the grant's own version a
+// conflict and a read before the write that counts.
+func TestReleaseStartsFromTheFollowedLease(t *testing.T) {
+	ctx := context.Background()
+	cs := casClientset(t, semaphoreLease(2, "11"))
+	take := func(id string) *Grant {
+		g, err := newLocker(t, cs, "pool", WithIdentity(id)).TryAcquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	a, b := take("a"), take("b")
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now, err := cs.CoordinationV1().Leases("ns").Get(ctx, "pool", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFollower("pool", now.ResourceVersion, 0, func() {})
+	f.observe(watch.Event{Type: watch.Modified, Object: now})
+	a.setFollower(f)
+	cs.ClearActions()
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var verbs []string
+	for _, act := range cs.Actions() {
+		verbs = append(verbs, act.GetVerb())
+	}
+	if !slices.Equal(verbs, []string{"update"}) {
+		t.Errorf("a's release after b's, its follower showing b's: requests %v; want one update", verbs)
 	}
 }

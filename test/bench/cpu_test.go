@@ -19,12 +19,14 @@ limitations under the License.
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -101,9 +103,10 @@ func procStat(pid int) (comm string, ppid int, cpu time.Duration, ok bool) {
 	return string(raw[open+1 : closing]), ppid, time.Duration(utime+stime) * clockTick, true
 }
 
-// profile, when BENCH_PROFILE names a directory, takes CPU profiles of the API server and the
-// manager for the BENCH_PROFILE_SECONDS (default 4) from now, in the background, into
-// <dir>/<section>-kube-apiserver.pprof and <dir>/<section>-manager.pprof (go tool pprof reads them).
+// profile, when BENCH_PROFILE names a directory, takes CPU profiles of the API server, the
+// manager and this process (the clients) for the BENCH_PROFILE_SECONDS (default 4) from now, in
+// the background, into <dir>/<section>-kube-apiserver.pprof, <dir>/<section>-manager.pprof and
+// <dir>/<section>-bench.pprof (go tool pprof reads them).
 func (b *bench) profile(section string) {
 	dir := os.Getenv("BENCH_PROFILE")
 	if dir == "" {
@@ -125,7 +128,19 @@ func (b *bench) profile(section string) {
 			fmt.Printf("profile of %s (%s): %v\n", name, section, err)
 		}
 	}
-	b.profiles.Add(2)
+	b.profiles.Add(3)
+	go save("bench", func(ctx context.Context) ([]byte, error) {
+		var buf bytes.Buffer
+		if err := pprof.StartCPUProfile(&buf); err != nil {
+			return nil, err
+		}
+		select {
+		case <-time.After(time.Duration(n) * time.Second):
+		case <-ctx.Done():
+		}
+		pprof.StopCPUProfile()
+		return buf.Bytes(), nil
+	})
 	go save("kube-apiserver", func(ctx context.Context) ([]byte, error) {
 		return b.cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", secs).DoRaw(ctx)
 	})
