@@ -299,7 +299,7 @@ func TestReleaseStartsFromTheFollowedLease(t *testing.T) {
 	if err := a.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var verbs []string
+	verbs := make([]string, 0, len(cs.Actions()))
 	for _, act := range cs.Actions() {
 		verbs = append(verbs, act.GetVerb())
 	}
