@@ -162,10 +162,10 @@ func (g *Grant) Release(ctx context.Context) error {
 }
 
 // update runs one transition against the Lease with compare-and-swap, re-reading the Lease on
-// conflicts (the controller may have written it, e.g. to change the lease duration). It starts
-// from the newest Lease it knows: the grant's own, or a later one its follower's watch showed (a
-// semaphore's other permits, a waiter's mark), which the grant's own would only meet as a
-// conflict and a read. A transition that needs the lock's queue (lease.ErrQueueNeeded) is run
+// conflicts (the controller may have written it, e.g. to change the lease duration) after a
+// pause (conflictPause). It starts from the newest Lease it knows: the grant's own, or a later
+// one its follower's watch showed (a semaphore's other permits, a waiter's mark), which the
+// grant's own would only meet as a conflict and a read. A transition that needs the lock's queue (lease.ErrQueueNeeded) is run
 // again with the queue, read after the Lease it is computed from. pkg/lease's refusals are
 // returned as this package's errors.
 func (g *Grant) update(ctx context.Context, transition func(next *coordinationv1.Lease, q *lease.Queue) error) error {
@@ -177,6 +177,7 @@ func (g *Grant) update(ctx context.Context, transition func(next *coordinationv1
 		cur = newer(cur, f.latestLock())
 	}
 	var q *lease.Queue
+	conflicts := 0
 	for {
 		out, err := lease.CAS(ctx, l.writer, cur, func(next *coordinationv1.Lease) error { return transition(next, q) })
 		if err == nil {
@@ -197,6 +198,12 @@ func (g *Grant) update(ctx context.Context, transition func(next *coordinationv1
 			return fromLease(err)
 		}
 		q = nil
+		conflicts++
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(conflictPause(conflicts)): // pacing against other writers: the real clock
+		}
 		cur, err = l.getLease(ctx)
 		if errors.Is(err, ErrNoLease) {
 			return &LostError{Holder: l.identity, Token: g.token}
