@@ -165,9 +165,9 @@ func (g *Grant) Release(ctx context.Context) error {
 // conflicts (the controller may have written it, e.g. to change the lease duration) after a
 // pause (conflictPause). It starts from the newest Lease it knows: the grant's own, or a later
 // one its follower's watch showed (a semaphore's other permits, a waiter's mark), which the
-// grant's own would only meet as a conflict and a read. A transition that needs the lock's queue (lease.ErrQueueNeeded) is run
-// again with the queue, read after the Lease it is computed from. pkg/lease's refusals are
-// returned as this package's errors.
+// grant's own would only meet as a conflict and a read. A transition that needs the lock's
+// queue (lease.ErrQueueNeeded) is run again with the queue, read after the Lease it is computed
+// from. pkg/lease's refusals are returned as this package's errors.
 func (g *Grant) update(ctx context.Context, transition func(next *coordinationv1.Lease, q *lease.Queue) error) error {
 	l := g.locker
 	g.mu.Lock()
