@@ -31,6 +31,8 @@ const (
 	actionRelease = "Release"
 	actionRevoke  = "Revoke"
 	actionQueue   = "Queue"
+	// actionReplace: a Lease at a lock's name that is not the manager's was deleted.
+	actionReplace = "Replace"
 )
 
 // event emits a rate-limited Normal event on a lock.

@@ -123,22 +123,60 @@ func (r *FencedLockReconciler) createLease(ctx context.Context, fl *locksv1alpha
 	if err := controllerutil.SetControllerReference(fl, l, r.Scheme()); err != nil {
 		return nil, err
 	}
-	err := r.Create(ctx, l)
+	err := r.Create(ctx, l.DeepCopy())
 	if apierrors.IsAlreadyExists(err) {
-		// A Lease of this name exists outside our label selection: someone else's Lease.
-		var other coordinationv1.Lease
-		if gerr := r.apiReader.Get(ctx, client.ObjectKeyFromObject(fl), &other); gerr == nil && !metav1.IsControlledBy(&other, fl) {
-			return conflict(fl), nil
+		replaced, problem, err := r.replaceForeignLease(ctx, fl)
+		if !replaced {
+			return problem, err
 		}
-		return nil, nil // ours after all: the cache catches up
-	}
-	if err != nil {
+		if err := r.Create(ctx, l); apierrors.IsAlreadyExists(err) {
+			// Made again at once: no event of an unlabelled Lease reaches the cache, so retry.
+			return conflict(fl), fmt.Errorf("lease %s/%s was created again by someone else: %w", l.Namespace, l.Name, err)
+		} else if err != nil {
+			return nil, fmt.Errorf("creating lease: %w", err)
+		}
+	} else if err != nil {
 		return nil, fmt.Errorf("creating lease: %w", err)
 	}
 	logf.FromContext(ctx).Info("Created lease")
 	// No status write for the moment until it is stamped (next reconcile, milliseconds later):
 	// it would cost every new lock a fifth of its writes.
 	return nil, nil
+}
+
+// replaceForeignLease deals with a Lease at the lock's name that the cache, which sees only
+// Leases labelled as fencedlock's, does not show. One without that label was made by someone the
+// lease-protocol policy never judged (anyone who may create Leases): it issues no token (the
+// fence refuses it, lease.CheckLockLease) and stands where the lock's Lease must, so it is
+// deleted, with an Event that says what it carried, and reports replaced. One with the label
+// (made by the manager or an admin, for another lock) is left for an admin: a problem.
+func (r *FencedLockReconciler) replaceForeignLease(ctx context.Context, fl *locksv1alpha1.FencedLock) (
+	replaced bool, problem *leaseProblem, err error) {
+	var other coordinationv1.Lease
+	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(fl), &other); err != nil {
+		return apierrors.IsNotFound(err), nil, client.IgnoreNotFound(err)
+	}
+	switch {
+	case lease.CheckLockLease(&other, fl.UID) == nil:
+		return false, nil, nil // ours after all: the cache catches up
+	case other.Labels[locksv1alpha1.ManagedByLabel] == locksv1alpha1.ManagedByValue:
+		return false, conflict(fl), nil
+	}
+	uid, rv := other.UID, other.ResourceVersion
+	if err := r.Delete(ctx, &other, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil && !apierrors.IsNotFound(err) {
+		return false, conflict(fl), fmt.Errorf("deleting foreign lease: %w", err)
+	}
+	holder := ""
+	if other.Spec.HolderIdentity != nil {
+		holder = *other.Spec.HolderIdentity
+	}
+	logf.FromContext(ctx).Info("Deleted a foreign Lease at the lock's name", "holder", holder,
+		"token", other.Annotations[locksv1alpha1.TokenAnnotation])
+	r.recorder.Eventf(fl, nil, corev1.EventTypeWarning, locksv1alpha1.ReasonLeaseConflict, actionReplace,
+		"Deleted Lease %s/%s, made without fencedlock's labels (holder %q, token %q): no token of it was ever "+
+			"admitted; the lock's own Lease is created in its place", other.Namespace, other.Name, holder,
+		other.Annotations[locksv1alpha1.TokenAnnotation])
+	return true, nil, nil
 }
 
 func conflict(fl *locksv1alpha1.FencedLock) *leaseProblem {

@@ -84,8 +84,8 @@ type Lock struct {
 	// Lease is the lock state; LeaseFound false if its Lease is missing.
 	Lease      lease.State
 	LeaseFound bool
-	// LeaseForeign is true when a Lease of the lock's name exists but is not controlled by the
-	// FencedLock (by UID); LeaseFound is then false.
+	// LeaseForeign is true when a Lease of the lock's name exists but is not the manager's Lease
+	// of the FencedLock (lease.CheckLockLease); LeaseFound is then false.
 	LeaseForeign bool
 	// Live is true when Lease was read from etcd rather than from the cache.
 	Live bool
@@ -184,7 +184,7 @@ func Decide(req Request, lk Lock) Decision {
 	if !lk.LeaseFound || !lk.Lease.Initialized() {
 		why := "its Lease has no token"
 		if lk.LeaseForeign {
-			why = "its Lease is not owned by the FencedLock (see the lock's Ready condition)"
+			why = "the Lease at its name is not owned by the FencedLock or not the manager's (see the lock's Ready condition)"
 		}
 		return denyDelete(req, deny(ReasonLockNotReady, "lock %s is not ready yet (%s): retry in a moment", lk.Key, why))
 	}

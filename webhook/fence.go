@@ -183,15 +183,16 @@ func (f *Fence) lock(ctx context.Context, namespace, name string, live bool) (Lo
 		}
 		return lk, fmt.Errorf("reading Lease %s: %w", lk.Key, err)
 	}
+	if lease.CheckLockLease(&l, fl.UID) != nil {
+		// A Lease of the lock's name that is not the manager's Lease of this FencedLock (a
+		// predecessor's, or one anybody made without the policies' labels) issues no tokens for
+		// it; the controller reports LeaseConflict and adopts or replaces it.
+		lk.LeaseForeign = true
+		return lk, nil
+	}
 	st, err := lease.Read(&l)
 	if err != nil {
 		return lk, nil // an unreadable token: LeaseFound stays false, so the fence refuses
-	}
-	if !metav1.IsControlledBy(&l, &fl) {
-		// A Lease of the lock's name that this FencedLock does not own (a predecessor's, or
-		// anyone's) issues no tokens for it; the controller reports LeaseConflict or adopts it.
-		lk.LeaseForeign = true
-		return lk, nil
 	}
 	lk.Lease, lk.LeaseFound = st, true
 	return lk, nil

@@ -67,6 +67,10 @@ type State struct {
 	// Served is the queue ticket of the last grant made from the lock's queue: waiters at or
 	// below it were served or skipped.
 	Served Ticket
+	// ForgedTicket is a fencedlock.io/ticket at or above the Lease's own resourceVersion, which no
+	// handover writes (see forgedTicket); Served is then zero: the queue is read as if nobody had
+	// been served, until the manager repairs the ticket (Settle).
+	ForgedTicket Ticket
 	// Reserved is, on a free lock, the ticket of the queued pod it is kept for; zero if none.
 	Reserved Ticket
 	// Waiting says waiters may be queued (WaitingAnnotation): a release must read the queue, and
@@ -125,7 +129,25 @@ func Read(l *coordinationv1.Lease) (State, error) {
 	if _, ok := l.Annotations[locksv1alpha1.PermitsAnnotation]; ok { // a semaphore (permits.go)
 		s.Holder, s.AcquireTime, s.RenewTime = "", nil, nil
 	}
-	return s, readPermits(l, &s)
+	if err := readPermits(l, &s); err != nil {
+		return s, err
+	}
+	if forgedTicket(l, s.Served) {
+		s.ForgedTicket, s.Served = s.Served, 0
+	}
+	return s, nil
+}
+
+// forgedTicket reports whether served, the ticket Lease l carries, is one no handover wrote. A
+// handover writes the head's ticket, the resourceVersion of a join it read, so below the
+// resourceVersion of the handover itself, and every later write of l only raises l's
+// resourceVersion: a ticket at or above it was chosen by its writer, which the lease-protocol
+// policy cannot see (it knows no resourceVersion but the one a write is conditioned on).
+// Believed, it would count every later waiter as served. A Lease without a resourceVersion (one
+// built in memory) is judged by nobody here.
+func forgedTicket(l *coordinationv1.Lease, served Ticket) bool {
+	rv, err := ParseTicket(l.ResourceVersion)
+	return err == nil && served != 0 && served >= rv
 }
 
 // ErrNotInitialized means the Lease has no token yet: the controller has not stamped it.

@@ -295,6 +295,7 @@ func Settle(l *coordinationv1.Lease, q Queue, now time.Time) (Handover, bool, er
 		if _, ok := q.Head(s.Served); ok && !s.Waiting {
 			setAnnotation(l, locksv1alpha1.WaitingAnnotation, "true")
 		}
+		repairTicket(l, s, q)
 	default:
 		if h, err = serve(l, s, &q, Manager, "", now); err != nil {
 			return Handover{}, false, err
@@ -320,12 +321,17 @@ func serve(l *coordinationv1.Lease, s State, q *Queue, by Actor, ended string, n
 	if q != nil {
 		waiting = q.Waiting(s.Served)
 	}
+	if by == Manager && q != nil {
+		repairTicket(l, s, *q) // the head's ticket, if one is served below, replaces it
+	}
 	if len(waiting) == 0 {
 		delete(l.Annotations, locksv1alpha1.WaitingAnnotation)
 		return Handover{}, nil
 	}
 	setAnnotation(l, locksv1alpha1.WaitingAnnotation, "true")
-	if s.Full() {
+	if s.Full() || (s.ForgedTicket != 0 && by != Manager) {
+		// A client cannot lower a forged ticket to the head's (the policy lets a ticket only
+		// rise): the free lock is left to the queue, whose head the manager serves.
 		return Handover{}, nil
 	}
 	head := waiting[0]
@@ -354,6 +360,24 @@ func serve(l *coordinationv1.Lease, s State, q *Queue, by Actor, ended string, n
 	}
 	setAnnotation(l, locksv1alpha1.TicketAnnotation, head.Ticket.String())
 	return Handover{To: &head, Token: p.Token, Permit: p.Number}, nil
+}
+
+// repairTicket replaces a forged ticket (State.ForgedTicket) of the Lease l the manager writes by
+// one that skips no waiter of q still waiting: just below the lowest of their tickets, and never
+// above the resourceVersion l was read at, so that it reads back below the Lease's own.
+func repairTicket(l *coordinationv1.Lease, s State, q Queue) {
+	if s.ForgedTicket == 0 {
+		return
+	}
+	t, _ := ParseTicket(l.ResourceVersion)
+	if head, ok := q.Head(0); ok && head.Ticket-1 < t {
+		t = head.Ticket - 1
+	}
+	if t == 0 {
+		delete(l.Annotations, locksv1alpha1.TicketAnnotation)
+		return
+	}
+	setAnnotation(l, locksv1alpha1.TicketAnnotation, t.String())
 }
 
 // MarkWaiting sets the waiting mark on the lock's Lease l, the second step of joining the queue,

@@ -112,9 +112,14 @@ func (l *Locker) leave(ctx context.Context, a *acquisition) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
 	defer cancel()
 	if ref := lease.LockOf(a.last); ref != nil {
-		_, _ = l.writeWaiter(ctx, ref, func(old, next *coordinationv1.Lease) bool {
+		_, err := l.writeWaiter(ctx, ref, func(old, next *coordinationv1.Lease) bool {
 			return lease.LeaveWaiter(old, next, l.identity, t) == nil
 		})
+		if err != nil {
+			// The entry may still wait: the left mark would claim otherwise. A release may still
+			// serve it; the manager drops it, and revokes such a grant, once its beats stop.
+			return
+		}
 	}
 	for ctx.Err() == nil {
 		cur, err := l.getLease(ctx)
