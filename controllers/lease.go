@@ -19,6 +19,8 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -145,11 +147,12 @@ func (r *FencedLockReconciler) createLease(ctx context.Context, fl *locksv1alpha
 }
 
 // replaceForeignLease deals with a Lease at the lock's name that the cache, which sees only
-// Leases labelled as fencedlock's, does not show. One without that label was made by someone the
-// lease-protocol policy never judged (anyone who may create Leases): it issues no token (the
-// fence refuses it, lease.CheckLockLease) and stands where the lock's Lease must, so it is
-// deleted, with an Event that says what it carried, and reports replaced. One with the label
-// (made by the manager or an admin, for another lock) is left for an admin: a problem.
+// Leases labelled as fencedlock's, does not show. One without that label that poses as the lock's
+// (claimsLock) was made by someone the lease-protocol policy never judged (anyone who may create
+// Leases): it issues no token (the fence refuses it, lease.CheckLockLease) and stands where the
+// lock's Lease must, so it is deleted, with an Event that says what it carried, and reports
+// replaced. Any other (made by the manager or an admin for another lock, or someone's Lease that
+// has the name) is left to whoever made it: a problem.
 func (r *FencedLockReconciler) replaceForeignLease(ctx context.Context, fl *locksv1alpha1.FencedLock) (
 	replaced bool, problem *leaseProblem, err error) {
 	var other coordinationv1.Lease
@@ -159,7 +162,9 @@ func (r *FencedLockReconciler) replaceForeignLease(ctx context.Context, fl *lock
 	switch {
 	case lease.CheckLockLease(&other, fl.UID) == nil:
 		return false, nil, nil // ours after all: the cache catches up
-	case other.Labels[locksv1alpha1.ManagedByLabel] == locksv1alpha1.ManagedByValue:
+	case other.Labels[locksv1alpha1.ManagedByLabel] == locksv1alpha1.ManagedByValue, !claimsLock(&other):
+		// Made by the manager or an admin, or someone else's Lease that merely has the name (a
+		// leader election's): theirs to remove, not ours.
 		return false, conflict(fl), nil
 	}
 	uid, rv := other.UID, other.ResourceVersion
@@ -177,6 +182,20 @@ func (r *FencedLockReconciler) replaceForeignLease(ctx context.Context, fl *lock
 			"admitted; the lock's own Lease is created in its place", other.Namespace, other.Name, holder,
 		other.Annotations[locksv1alpha1.TokenAnnotation])
 	return true, nil, nil
+}
+
+// claimsLock reports whether Lease l, made without fencedlock's labels, poses as a lock's Lease:
+// it carries a fencedlock.io/ annotation or names a FencedLock as its owner. Such a Lease is a
+// forgery, not a name that happens to collide.
+func claimsLock(l *coordinationv1.Lease) bool {
+	for k := range l.Annotations {
+		if strings.HasPrefix(k, "fencedlock.io/") {
+			return true
+		}
+	}
+	return slices.ContainsFunc(l.OwnerReferences, func(r metav1.OwnerReference) bool {
+		return r.Kind == locksv1alpha1.Kind && strings.HasPrefix(r.APIVersion, locksv1alpha1.GroupVersion.Group+"/")
+	})
 }
 
 func conflict(fl *locksv1alpha1.FencedLock) *leaseProblem {
