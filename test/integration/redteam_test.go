@@ -35,8 +35,8 @@ package integration
 //	forged ticket shuts the queue (2)          FAILS   bob not served in 20 s; meanwhile 5,318 and 7,351
 //	                                                   queue Lease writes (two runs), 2 joins of bob
 //	/status poisons a fenced object (3)        FAILS   every /status patch admitted; pods/status removed
-//	                                                   the pod's fenced-by label (deployments/status
-//	                                                   changed the recorded token to 99999999999)
+//	                                                   the pod's fenced-by label (the next spec shows
+//	                                                   deployments/status rewrites the record too)
 //	/status stamp, then DELETE (3)             FAILS   the DELETE was admitted
 //	leave after a failed clearing (4a)         FAILS   fencedlock.io/left written while the waiter Lease
 //	                                                   still waits (then granted, revoked 15 s later)
