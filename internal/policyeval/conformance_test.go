@@ -39,7 +39,10 @@ func TestConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := policies(t, "../../config/policy")
-	sent := 0
+	var (
+		sent    int
+		elapsed time.Duration // in Admit, for the log
+	)
 	for i, c := range cases {
 		if w, _ := conformance.CaseWrite(c); w == nil {
 			continue
@@ -51,10 +54,13 @@ func TestConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, admitted := conformance.CaseWrite(c)
-			expectAnswer(t, c, admitted, p.Admit(req))
+			start := time.Now()
+			got := p.Admit(req)
+			elapsed += time.Since(start)
+			expectAnswer(t, c, admitted, got)
 		})
 	}
-	t.Logf("%d of %d cases send a write", sent, len(cases))
+	t.Logf("%d of %d cases send a write; Admit took %v on average", sent, len(cases), elapsed/time.Duration(max(sent, 1)))
 }
 
 // caseRequest installs the case as runner (b) does and returns it with its tickets mapped to
