@@ -51,6 +51,7 @@ func fenceOver(tb testing.TB) http.Handler {
 	fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "ledger", UID: "lock-uid"}}
 	ctrl := true
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "ledger",
+		Labels:          map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue},
 		Annotations:     map[string]string{locksv1alpha1.TokenAnnotation: "34"},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: locksv1alpha1.GroupVersion.String(), Kind: "FencedLock", Name: "ledger", UID: "lock-uid", Controller: &ctrl}}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: new("worker-b")}}
