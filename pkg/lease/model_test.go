@@ -140,6 +140,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
 )
 
 // mcConfigs are the explored configurations. The failure budgets are split over several
@@ -150,6 +152,7 @@ func mcConfigs(short bool) []mcConfig {
 	b := mcClientCfg{id: "b", cycles: 1}
 	c := mcClientCfg{id: "c", cycles: 1}
 	ab, abc, a2b, a2bc := []mcClientCfg{a, b}, []mcClientCfg{a, b, c}, []mcClientCfg{a2, b}, []mcClientCfg{a2, b, c}
+	noDeletion := []string{"lease_deletion.yaml"} // mallory deletes the lock's Lease: only the fence's check is left
 	if short {
 		return []mcConfig{
 			{name: "two clients, crash and pause", clients: ab, crashes: 1, pauses: 1},
@@ -163,6 +166,8 @@ func mcConfigs(short bool) []mcConfig {
 			{name: "semaphore of 2, pod, pause", clients: ab, permits: 2, pod: true, podDeletes: 1, pauses: 1},
 			{name: "permits 2 to 1, three clients", clients: abc, permits: 2, retarget: 1},
 			{name: "permits 1 to 2, three clients", clients: abc, permits: 1, retarget: 2},
+			{name: "adversary, two clients", clients: ab, adversary: 1},
+			{name: "adversary, deletion admitted, two clients", clients: ab, adversary: 2, without: noDeletion},
 		}
 	}
 	return []mcConfig{
@@ -192,6 +197,12 @@ func mcConfigs(short bool) []mcConfig {
 		{name: "permits 1 to 2, three clients, crash", clients: abc, permits: 1, retarget: 2, crashes: 1},
 		{name: "permits 1 to 2, pod, give-up", clients: ab, permits: 1, retarget: 2, pod: true, podDeletes: 1,
 			giveUps: 1},
+		{name: "adversary, three clients", clients: abc, adversary: 1},
+		{name: "adversary of 2, two clients", clients: ab, adversary: 2},
+		{name: "adversary, pod", clients: ab, pod: true, podDeletes: 1, adversary: 1},
+		{name: "adversary, semaphore of 2, three clients", clients: abc, permits: 2, adversary: 1},
+		{name: "adversary, deletion admitted, two clients", clients: ab, adversary: 2, without: noDeletion},
+		{name: "adversary, deletion admitted, pod", clients: ab, pod: true, podDeletes: 1, adversary: 2, without: noDeletion},
 	}
 }
 
@@ -281,6 +292,44 @@ func TestModelFindsDropGoingOn(t *testing.T) {
 func TestModelFindsReusedToken(t *testing.T) {
 	mcExpectViolation(t, mcConfig{name: "reused token", clients: []mcClientCfg{{id: "a", cycles: 1},
 		{id: "b", cycles: 1}}, permits: 2, mutation: mcReusedToken}, "P2")
+}
+
+// TestModelFindsForgedLockLease puts issue 42's first row back: the deletion policy left out,
+// mallory deletes the lock's Lease and creates one without labels at its name, controlled by the
+// lock, with a forged token; a fence that trusts any Lease the lock controls admits that token.
+// Each half of the fix alone holds: the fence's label check with the deletion policy left out,
+// and the deletion policy with the fence that trusts any controlled Lease.
+func TestModelFindsForgedLockLease(t *testing.T) {
+	cfg := mcConfig{name: "forged lock Lease", clients: []mcClientCfg{{id: "a", cycles: 1}}, adversary: 2,
+		without: []string{"lease_deletion.yaml"}, mutation: mcFenceTrustsOwner}
+	mcExpectViolation(t, cfg, "P9")
+	fenceOnly, policyOnly := cfg, cfg
+	fenceOnly.mutation, policyOnly.without = 0, nil
+	mcExpectNone(t, fenceOnly)
+	mcExpectNone(t, policyOnly)
+}
+
+// TestModelFindsForgedTicket puts issue 42's second row back: lease.Read believes a ticket at or
+// above the Lease's own resourceVersion. Mallory's handover writes one above every ticket; the
+// queued pod's ticket (below it) then counts as served for good, and it is never granted.
+func TestModelFindsForgedTicket(t *testing.T) {
+	defer func(f func(*coordinationv1.Lease, Ticket) bool) { forgedTicket = f }(forgedTicket)
+	cfg := mcConfig{name: "forged ticket", clients: []mcClientCfg{{id: "a", cycles: 1}}, pod: true, podDeletes: 1,
+		adversary: 1}
+	mcExpectNone(t, cfg)
+	forgedTicket = func(*coordinationv1.Lease, Ticket) bool { return false } // BROKEN: every ticket believed
+	cfg.mutation = mcNoForgedTicket
+	mcExpectViolation(t, cfg, "P6")
+}
+
+// mcExpectNone explores cfg, the fix in place, and expects no violation.
+func mcExpectNone(t *testing.T, cfg mcConfig) {
+	t.Helper()
+	r := newModel(cfg).explore(0)
+	t.Logf("without the mutation: %d states, %d transitions, %s", r.states, r.transitions, r.elapsed.Round(1e6))
+	if r.violation != "" {
+		t.Errorf("%s\ncounterexample:\n%s", r.violation, strings.Join(r.trace, "\n"))
+	}
 }
 
 func mcExpectViolation(t *testing.T, cfg mcConfig, property string) {
