@@ -83,9 +83,14 @@ func (m *mcModel) advLockWrites(v *mcVer, now uint64) []mcAdvWrite {
 	}
 	out := []mcAdvWrite{{kind: advDelete}}
 	if held := v.st.Permits; len(held) > 0 {
-		// The forged ticket, above every ticket, and one just below this write's own
-		// revision, which no reader can tell from a handover's.
-		targets := append([]string{mcMallory}, m.ids...)
+		// To itself, to the first client that does not hold a permit (the clients are alike: one
+		// stands for all), or to the pod (which the policies keep for the manager); with the
+		// issue's forged ticket, above every ticket, or one just below this write's own revision,
+		// which no reader can tell from a handover's.
+		targets := []string{mcMallory}
+		if i := slices.IndexFunc(m.ids, func(id string) bool { _, holds := v.st.HolderOf(id); return !holds }); i >= 0 {
+			targets = append(targets, m.ids[i])
+		}
 		if m.cfg.pod {
 			targets = append(targets, mcPod)
 		}

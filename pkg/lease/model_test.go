@@ -167,7 +167,8 @@ func mcConfigs(short bool) []mcConfig {
 			{name: "permits 2 to 1, three clients", clients: abc, permits: 2, retarget: 1},
 			{name: "permits 1 to 2, three clients", clients: abc, permits: 1, retarget: 2},
 			{name: "adversary, two clients", clients: ab, adversary: 1},
-			{name: "adversary, deletion admitted, two clients", clients: ab, adversary: 2, without: noDeletion},
+			{name: "adversary, deletion admitted, one client", clients: []mcClientCfg{a}, adversary: 2,
+				without: noDeletion},
 		}
 	}
 	return []mcConfig{
@@ -197,12 +198,14 @@ func mcConfigs(short bool) []mcConfig {
 		{name: "permits 1 to 2, three clients, crash", clients: abc, permits: 1, retarget: 2, crashes: 1},
 		{name: "permits 1 to 2, pod, give-up", clients: ab, permits: 1, retarget: 2, pod: true, podDeletes: 1,
 			giveUps: 1},
+		{name: "adversary, two clients", clients: ab, adversary: 1},
 		{name: "adversary, three clients", clients: abc, adversary: 1},
 		{name: "adversary of 2, two clients", clients: ab, adversary: 2},
-		{name: "adversary, pod", clients: ab, pod: true, podDeletes: 1, adversary: 1},
-		{name: "adversary, semaphore of 2, three clients", clients: abc, permits: 2, adversary: 1},
-		{name: "adversary, deletion admitted, two clients", clients: ab, adversary: 2, without: noDeletion},
-		{name: "adversary, deletion admitted, pod", clients: ab, pod: true, podDeletes: 1, adversary: 2, without: noDeletion},
+		{name: "adversary, pod", clients: []mcClientCfg{a}, pod: true, podDeletes: 1, adversary: 1},
+		{name: "adversary, semaphore of 2, two clients", clients: ab, permits: 2, adversary: 1},
+		{name: "adversary, deletion admitted, one client", clients: []mcClientCfg{a}, adversary: 2, without: noDeletion},
+		{name: "adversary, deletion admitted, pod", clients: []mcClientCfg{a}, pod: true, podDeletes: 1, adversary: 2,
+			without: noDeletion},
 	}
 }
 
