@@ -51,12 +51,14 @@ const (
 type mcAdvKind uint8
 
 const (
-	advDelete      mcAdvKind = iota // DELETE the lock's Lease
-	advSquat                        // CREATE at the free name a Lease without labels: the lock's controller, a forged token, holder mallory
-	advCreateOurs                   // the same CREATE, labelled as the manager's
-	advHandover                     // hand the held lock to target, with ticket (forged, or the revision now)
-	advGrab                         // grant a lock with room to mallory, whatever its marks say (a newcomer)
-	advClearWaiter                  // clear the holder of a waiter Lease that waits (the waiter's place)
+	advDelete mcAdvKind = iota // DELETE the lock's Lease
+	// advSquat: CREATE at the free name a Lease without labels, controlled by the lock, holder
+	// mallory, a forged token; advCreateOurs: the same, labelled as the manager's.
+	advSquat
+	advCreateOurs
+	advHandover    // hand the held lock to target, with ticket (forged, or the revision now)
+	advGrab        // grant a lock with room to mallory, whatever its marks say (a newcomer)
+	advClearWaiter // clear the holder of a waiter Lease that waits (the waiter's place)
 	advKinds
 )
 
@@ -472,8 +474,8 @@ func (a *mcAdmission) waiterWrite(m *mcModel, v *mcVer) bool {
 }
 
 func shorten(s string) string {
-	if len(s) > 100 {
-		return s[:100] + "..."
+	if len(s) > 110 {
+		return s[:110] + "..."
 	}
 	return s
 }
@@ -538,6 +540,9 @@ func policyJudge(without []string) (mcJudge, error) {
 		return nil, err
 	}
 	return func(old, nw *coordinationv1.Lease) string {
-		return p.Admit(policyeval.LeaseWrite(old, nw, false)).String()
+		if r := p.Admit(policyeval.LeaseWrite(old, nw, false)); !r.Admitted() {
+			return r.Policy + ": " + r.Message
+		}
+		return ""
 	}, nil
 }

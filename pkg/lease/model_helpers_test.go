@@ -2255,6 +2255,7 @@ type mcResult struct {
 	// progress (P7)
 	stuck, checked int          // eligible states from which no step sequence serves every live waiter
 	events         [evCount]int // new states reached by a step with each event
+	admission      string       // what the policies admitted of mallory's writes
 }
 
 // explore runs a breadth-first search over every interleaving, checking P1-P6 on every state and
@@ -2324,6 +2325,7 @@ func (m *mcModel) explore(limit int) mcResult {
 		m.progress(&r, parent, choice, goal, eligible, from, to)
 	}
 	r.elapsed = time.Since(start)
+	r.admission = m.adm.report()
 	return r
 }
 
