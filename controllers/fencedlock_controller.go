@@ -176,6 +176,13 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 	if err != nil {
 		return time.Time{}, err // ensureLease has vetted the Lease
 	}
+	if st.ForgedTicket != 0 {
+		// The plan's Lease write (Settle, or the revocation that serves the queue) replaces it.
+		r.recorder.Eventf(&fl, l, corev1.EventTypeWarning, locksv1alpha1.ReasonQueueRepaired, actionQueue,
+			"Annotation %s %s is at or above the Lease's resourceVersion %s: no handover wrote it, and believed "+
+				"it would skip every waiter for good; the waiters keep their places and it is replaced",
+			locksv1alpha1.TicketAnnotation, st.ForgedTicket, l.ResourceVersion)
+	}
 
 	pods, err := r.lockPods(&fl)
 	if err != nil {

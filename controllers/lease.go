@@ -19,6 +19,8 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -125,9 +127,16 @@ func (r *FencedLockReconciler) createLease(ctx context.Context, fl *locksv1alpha
 	}
 	err := r.Create(ctx, l.DeepCopy())
 	if apierrors.IsAlreadyExists(err) {
-		replaced, problem, err := r.replaceForeignLease(ctx, fl)
-		if !replaced {
-			return problem, err
+		other, removed, err := r.removeSquatter(ctx, fl, fl.Name, claimsLock)
+		switch {
+		case err != nil:
+			return conflict(fl), err
+		case !removed && other != nil && lease.CheckLockLease(other, fl.UID) == nil:
+			return nil, nil // ours after all: the cache catches up
+		case !removed && other != nil:
+			// Made by the manager or an admin for another lock, or someone's Lease that merely
+			// has the name (a leader election's): theirs to remove, not ours.
+			return conflict(fl), nil
 		}
 		if err := r.Create(ctx, l); apierrors.IsAlreadyExists(err) {
 			// Made again at once: no event of an unlabelled Lease reaches the cache, so retry.
@@ -144,39 +153,50 @@ func (r *FencedLockReconciler) createLease(ctx context.Context, fl *locksv1alpha
 	return nil, nil
 }
 
-// replaceForeignLease deals with a Lease at the lock's name that the cache, which sees only
-// Leases labelled as fencedlock's, does not show. One without that label was made by someone the
-// lease-protocol policy never judged (anyone who may create Leases): it issues no token (the
-// fence refuses it, lease.CheckLockLease) and stands where the lock's Lease must, so it is
-// deleted, with an Event that says what it carried, and reports replaced. One with the label
-// (made by the manager or an admin, for another lock) is left for an admin: a problem.
-func (r *FencedLockReconciler) replaceForeignLease(ctx context.Context, fl *locksv1alpha1.FencedLock) (
-	replaced bool, problem *leaseProblem, err error) {
-	var other coordinationv1.Lease
-	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(fl), &other); err != nil {
-		return apierrors.IsNotFound(err), nil, client.IgnoreNotFound(err)
+// removeSquatter reads the Lease at name around the cache, which sees only Leases labelled as
+// fencedlock's, and deletes it if it lacks that label and poses as the lock's (poses): made by
+// someone the policies never judged (anyone who may create Leases), it issues no token (the fence
+// refuses it, lease.CheckLockLease) and stands where the lock's must. The deletion is conditioned
+// on what was read and told in an Event with what it carried. It returns the Lease read (nil if
+// there is none) and whether it was deleted.
+func (r *FencedLockReconciler) removeSquatter(ctx context.Context, fl *locksv1alpha1.FencedLock, name string,
+	poses func(*coordinationv1.Lease) bool) (other *coordinationv1.Lease, removed bool, err error) {
+	other = &coordinationv1.Lease{}
+	if err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: fl.Namespace, Name: name}, other); err != nil {
+		return nil, false, client.IgnoreNotFound(err)
 	}
-	switch {
-	case lease.CheckLockLease(&other, fl.UID) == nil:
-		return false, nil, nil // ours after all: the cache catches up
-	case other.Labels[locksv1alpha1.ManagedByLabel] == locksv1alpha1.ManagedByValue:
-		return false, conflict(fl), nil
+	if other.Labels[locksv1alpha1.ManagedByLabel] == locksv1alpha1.ManagedByValue || !poses(other) {
+		return other, false, nil
 	}
 	uid, rv := other.UID, other.ResourceVersion
-	if err := r.Delete(ctx, &other, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil && !apierrors.IsNotFound(err) {
-		return false, conflict(fl), fmt.Errorf("deleting foreign lease: %w", err)
+	if err := r.Delete(ctx, other, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil && !apierrors.IsNotFound(err) {
+		return other, false, fmt.Errorf("deleting foreign lease %s: %w", name, err)
 	}
 	holder := ""
 	if other.Spec.HolderIdentity != nil {
 		holder = *other.Spec.HolderIdentity
 	}
-	logf.FromContext(ctx).Info("Deleted a foreign Lease at the lock's name", "holder", holder,
+	logf.FromContext(ctx).Info("Deleted a foreign Lease at a name of the lock", "lease", name, "holder", holder,
 		"token", other.Annotations[locksv1alpha1.TokenAnnotation])
 	r.recorder.Eventf(fl, nil, corev1.EventTypeWarning, locksv1alpha1.ReasonLeaseConflict, actionReplace,
 		"Deleted Lease %s/%s, made without fencedlock's labels (holder %q, token %q): no token of it was ever "+
 			"admitted; the lock's own Lease is created in its place", other.Namespace, other.Name, holder,
 		other.Annotations[locksv1alpha1.TokenAnnotation])
-	return true, nil, nil
+	return other, true, nil
+}
+
+// claimsLock reports whether Lease l, made without fencedlock's labels, poses as a lock's Lease:
+// it carries a fencedlock.io/ annotation or names a FencedLock as its owner. Such a Lease is a
+// forgery, not a name that happens to collide.
+func claimsLock(l *coordinationv1.Lease) bool {
+	for k := range l.Annotations {
+		if strings.HasPrefix(k, "fencedlock.io/") {
+			return true
+		}
+	}
+	return slices.ContainsFunc(l.OwnerReferences, func(r metav1.OwnerReference) bool {
+		return r.Kind == locksv1alpha1.Kind && strings.HasPrefix(r.APIVersion, locksv1alpha1.GroupVersion.Group+"/")
+	})
 }
 
 func conflict(fl *locksv1alpha1.FencedLock) *leaseProblem {

@@ -279,13 +279,17 @@ func (r *FencedLockReconciler) createQueue(ctx context.Context, fl *locksv1alpha
 	if err := controllerutil.SetControllerReference(fl, ql, r.Scheme()); err != nil {
 		return false, err
 	}
-	err = r.Create(ctx, ql)
-	switch {
-	case apierrors.IsAlreadyExists(err):
-		// Ours, and the cache is behind; or someone else's Lease of that name, which the
-		// label-selected cache never shows: the lock then serves its pods without the queue.
-		return false, nil
-	case err != nil:
+	err = r.Create(ctx, ql.DeepCopy())
+	if apierrors.IsAlreadyExists(err) {
+		// Ours, and the cache is behind; or a Lease someone else made at a name that carries the
+		// lock's uid, which the label-selected cache never shows: replaced.
+		other, removed, rerr := r.removeSquatter(ctx, fl, name, func(*coordinationv1.Lease) bool { return true })
+		if rerr != nil || (!removed && other != nil) {
+			return false, rerr
+		}
+		err = r.Create(ctx, ql)
+	}
+	if err != nil {
 		return false, fmt.Errorf("creating queue lease: %w", err)
 	}
 	logf.FromContext(ctx).Info("Created queue lease", "lease", name)

@@ -142,8 +142,8 @@ const (
 	// one lease duration (an event on the lock).
 	ReasonWaiterDead = "WaiterDead"
 	// ReasonQueueRepaired: the manager dropped queue entries that do not follow the queue format,
-	// or started afresh a queue annotation that was not a queue at all (a Warning event on the
-	// lock, naming what it dropped).
+	// started afresh a queue annotation that was not a queue at all, or replaced a forged
+	// fencedlock.io/ticket on the lock Lease (a Warning event on the lock, naming what it dropped).
 	ReasonQueueRepaired = "QueueRepaired"
 )
 

@@ -205,7 +205,7 @@ func attachCommand(o *options, use, short, example string, act func(*lock.Grant,
 			if err != nil {
 				return fmt.Errorf("--fencing-token: %w", err)
 			}
-			if h != nil && h.Token != tok {
+			if h != nil && (h.Token != tok || (identity != "" && identity != h.Identity)) {
 				h = nil // another grant than the one held in the background
 			}
 			if h != nil && identity == "" {
@@ -216,19 +216,16 @@ func attachCommand(o *options, use, short, example string, act func(*lock.Grant,
 					return err
 				}
 			}
-			if use == "release" && h != nil {
-				defer h.remove()
-				if stopped, err := h.stop(); err != nil {
-					fmt.Fprintf(o.streams.ErrOut, "stopping the background renewer (pid %d): %v\n", h.Pid, err)
-				} else if stopped {
-					fmt.Fprintf(o.streams.ErrOut, "stopped the background renewer (pid %d)\n", h.Pid)
-				}
-			}
 			l, err := o.locker(name, identity)
 			if err != nil {
 				return err
 			}
+			// The grant is checked (holder and token) before the renewer is stopped: a release
+			// that names another identity must not cost the real holder its renewals.
 			g, err := l.Attach(cmd.Context(), t)
+			if use == "release" && h != nil && (err == nil || errors.Is(err, lock.ErrLost)) {
+				o.endHold(h) // its grant is this release's, or lost anyway
+			}
 			if err != nil {
 				return err
 			}
@@ -244,6 +241,16 @@ func attachCommand(o *options, use, short, example string, act func(*lock.Grant,
 	cmd.Flags().StringVar(&tok, "fencing-token", "",
 		"Fencing token of the grant (default: the one \"acquire --hold\" keeps, if it runs here)")
 	return cmd
+}
+
+// endHold stops the background renewer of h and forgets it.
+func (o *options) endHold(h *holdState) {
+	defer h.remove()
+	if stopped, err := h.stop(); err != nil {
+		fmt.Fprintf(o.streams.ErrOut, "stopping the background renewer (pid %d): %v\n", h.Pid, err)
+	} else if stopped {
+		fmt.Fprintf(o.streams.ErrOut, "stopped the background renewer (pid %d)\n", h.Pid)
+	}
 }
 
 func newRenewCommand(o *options) *cobra.Command {

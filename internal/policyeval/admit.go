@@ -48,7 +48,8 @@ func (p *Policies) Names() []string {
 // Refusal is the API server's answer to a write: the zero value admits it. Policy is the name of
 // the policy that refused it (as its file names it), Reason the refusal's status reason (the
 // validation's reason; Invalid for an evaluation error), Message the validation's message, its
-// messageExpression evaluated when that gives one, or the evaluation error.
+// messageExpression evaluated when that gives one, or the evaluation error. A request the
+// evaluator cannot build or dispatch is refused with Policy "" and the error as Message.
 type Refusal struct {
 	Policy  string
 	Reason  metav1.StatusReason

@@ -65,17 +65,17 @@ type Request struct {
 	User string
 }
 
-// LeaseWrite is the write that turns Lease old into new: a CREATE when old is nil, a DELETE when
-// new is nil, an UPDATE otherwise.
-func LeaseWrite(old, new *coordinationv1.Lease, manager bool) Request {
+// LeaseWrite is the write that turns Lease before into after: a CREATE when before is nil, a
+// DELETE when after is nil, an UPDATE otherwise.
+func LeaseWrite(before, after *coordinationv1.Lease, manager bool) Request {
 	r := Request{Resource: Leases, Kind: coordinationv1.SchemeGroupVersion.WithKind("Lease"), Manager: manager}
 	switch {
-	case old == nil:
-		r.Operation, r.New = Create, new
-	case new == nil:
-		r.Operation, r.Old = Delete, old
+	case before == nil:
+		r.Operation, r.New = Create, after
+	case after == nil:
+		r.Operation, r.Old = Delete, before
 	default:
-		r.Operation, r.Old, r.New = Update, old, new
+		r.Operation, r.Old, r.New = Update, before, after
 	}
 	return r
 }

@@ -35,7 +35,7 @@ import (
 // model).
 func CheckLockLease(l *coordinationv1.Lease, lockUID types.UID) error {
 	switch {
-	case l.Labels[locksv1alpha1.ManagedByLabel] != locksv1alpha1.ManagedByValue:
+	case !labelledManaged(l):
 		return &ForeignLeaseError{Namespace: l.Namespace, Name: l.Name,
 			Why: fmt.Sprintf("it is not labelled %s=%s, so no admission policy judged its writes",
 				locksv1alpha1.ManagedByLabel, locksv1alpha1.ManagedByValue)}
@@ -49,6 +49,17 @@ func CheckLockLease(l *coordinationv1.Lease, lockUID types.UID) error {
 			Why: fmt.Sprintf("it is not controlled by the FencedLock of uid %s", lockUID)}
 	}
 	return nil
+}
+
+// MadeByManager reports whether lock Lease l carries the labels only the manager may give a lock
+// Lease (CheckLockLease without the owner, for a client that does not read the FencedLock): a
+// client takes no lock on any other.
+func MadeByManager(l *coordinationv1.Lease) bool {
+	return labelledManaged(l) && l.Labels[locksv1alpha1.RoleLabel] == ""
+}
+
+func labelledManaged(l *coordinationv1.Lease) bool {
+	return l.Labels[locksv1alpha1.ManagedByLabel] == locksv1alpha1.ManagedByValue
 }
 
 // ForeignLeaseError means a Lease at a lock's name is not that lock's Lease (CheckLockLease): it

@@ -263,6 +263,12 @@ func (l *Locker) roundStart(ctx context.Context, a *acquisition) (*coordinationv
 func (l *Locker) attempt(ctx context.Context, a *acquisition, cur *coordinationv1.Lease) (*Grant, error) {
 	a.last = cur
 	st, rerr := lease.Read(cur)
+	if !lease.MadeByManager(cur) {
+		// Someone else's Lease at the lock's name: it issues no token the fence accepts. Wait for
+		// the manager, which replaces it (docs/protocol.md, which Lease is the lock's).
+		l.waiting(a, lease.State{})
+		return nil, nil
+	}
 	// This identity's permit, not the lock's last token: on a semaphore other permits may have
 	// been granted since the write whose response was lost.
 	mine, holds := st.HolderOf(l.identity)

@@ -75,6 +75,7 @@ func casClientset(t *testing.T, objs ...*coordinationv1.Lease) *fake.Clientset {
 // resourceVersion rv, with the permits given (and token the highest of theirs).
 func semaphoreLease(n int, rv string, held ...lease.Permit) *coordinationv1.Lease {
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pool", ResourceVersion: rv,
+		Labels: map[string]string{locksv1alpha1.ManagedByLabel: locksv1alpha1.ManagedByValue},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: locksv1alpha1.GroupVersion.String(), Kind: "FencedLock",
 			Name: "pool", UID: lockUID, Controller: new(true)}},
 		Annotations: map[string]string{locksv1alpha1.TokenAnnotation: "10", locksv1alpha1.PermitsAnnotation: strconv.Itoa(n)}}}
@@ -305,5 +306,23 @@ func TestReleaseStartsFromTheFollowedLease(t *testing.T) {
 	}
 	if !slices.Equal(verbs, []string{"update"}) {
 		t.Errorf("a's release after b's, its follower showing b's: requests %v; want one update", verbs)
+	}
+}
+
+// A Lease at the lock's name without the manager's labels (anyone may create one, with any token
+// on it) is nobody's lock: the Locker takes nothing on it and waits for the manager to replace it.
+func TestNoGrantOnAForeignLease(t *testing.T) {
+	cur := semaphoreLease(2, "14")
+	cur.Labels = nil
+	cs := casClientset(t, cur, queueLease())
+	l := newLocker(t, cs, "pool", WithIdentity("me"))
+	g, err := l.attempt(context.Background(), &acquisition{}, cur)
+	if err != nil || g != nil {
+		t.Fatalf("attempt = %v, %v; want no grant", g, err)
+	}
+	for _, a := range cs.Actions() {
+		if a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			t.Errorf("attempt sent %s %s; want no write", a.GetVerb(), a.GetResource().Resource)
+		}
 	}
 }

@@ -165,7 +165,10 @@ func (l *Locker) writeWaiter(ctx context.Context, ref *metav1.OwnerReference,
 				return nil, err
 			default:
 				if err := lease.CheckWaiterLease(got, ref.UID); err != nil {
-					return nil, err
+					if !l.removeSquatter(ctx, got) {
+						return nil, err
+					}
+					got = nil
 				}
 				old = got
 			}
@@ -206,6 +209,17 @@ func (l *Locker) writeWaiter(ctx context.Context, ref *metav1.OwnerReference,
 		case <-l.clock.After(wait.Jitter(time.Millisecond<<min(attempt, 8), 1)):
 		}
 	}
+}
+
+// removeSquatter deletes w, a Lease at this identity's waiter Lease name that is not labelled as
+// a waiter Lease: anyone who may create Leases can make one, and no reader would see us queued on
+// it. Deleting it costs nobody a place (no reader counts it), so it is deleted as read (its uid
+// and resourceVersion as preconditions) and the join goes on. It reports whether w is gone; a
+// principal without verb delete on Leases cannot, and the join fails saying so.
+func (l *Locker) removeSquatter(ctx context.Context, w *coordinationv1.Lease) bool {
+	uid, rv := w.UID, w.ResourceVersion
+	err := l.leases.Delete(ctx, w.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+	return err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err)
 }
 
 // markWaiting tells the lock's holder that waiters are queued, so its release reads the queue.

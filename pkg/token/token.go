@@ -66,7 +66,7 @@ func FromResourceVersion(rv string) (Token, error) {
 	t, err := Parse(rv)
 	if err != nil {
 		return 0, fmt.Errorf("resourceVersion %q cannot be a fencing token "+
-			"(requires Kubernetes >= 1.35 with etcd storage): %w", rv, err)
+			"(requires Kubernetes >= 1.36 with etcd storage): %w", rv, err)
 	}
 	return t, nil
 }

@@ -15,8 +15,10 @@ limitations under the License.
 */
 
 // Package conformance reads the protocol's conformance table (pkg/lease/testdata/conformance.yaml),
-// which three runners share: the pure transitions (pkg/lease), the API server's policies and the
-// shell example of docs/protocol.md (test/integration).
+// which four runners share: the pure transitions (pkg/lease), the API server's policies and the
+// shell example of docs/protocol.md (test/integration), and the same policies evaluated
+// in-process (internal/policyeval). It also builds a case's Leases: the state installed
+// (install.go) and the write sent (writes.go), on the API server or in memory.
 package conformance
 
 import (

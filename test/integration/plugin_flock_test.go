@@ -536,6 +536,28 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 			Eventually(func() bool { return alive(renewer) }, 5*time.Second).Should(BeFalse())
 		})
 
+		// Issue 46, point 1: a release naming another identity (a typo) stopped the renewer
+		// before the identity was checked, and the real holder's grant was revoked a lease later.
+		It("keeps renewing when a release names another identity, and refuses that release", func() {
+			kit.NewLock(ns, "typo", util.LeaseSeconds(2))
+			tok, stderr := exits(0, "acquire", "typo", "--hold")
+			m := regexp.MustCompile(`in the background by pid (\d+)`).FindStringSubmatch(stderr)
+			Expect(m).To(HaveLen(2), stderr)
+			renewer, _ := strconv.Atoi(m[1])
+			DeferCleanup(func() { _ = syscall.Kill(renewer, syscall.SIGKILL) })
+
+			_, stderr = exits(1, "release", "typo", "--identity", "someone-else")
+			Expect(stderr).NotTo(ContainSubstring("stopped the background renewer"))
+			Expect(alive(renewer)).To(BeTrue(), "the renewer of the real holder was stopped")
+			time.Sleep(5 * time.Second) // more than twice the lease: the grant lives on its renewals
+			h, now := holder("typo")
+			Expect(h).To(mine())
+			Expect(now).To(Equal(tok))
+
+			exits(0, "release", "typo")
+			Eventually(func() bool { return alive(renewer) }, 5*time.Second).Should(BeFalse())
+		})
+
 		It("stops renewing when the grant is lost, and release then says so", func() {
 			tok, stderr := exits(0, "acquire", "hold", "--hold")
 			m := regexp.MustCompile(`in the background by pid (\d+)`).FindStringSubmatch(stderr)
