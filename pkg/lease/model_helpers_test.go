@@ -1572,8 +1572,10 @@ func (m *mcModel) attempt(s *mcState, i int, cur *mcVer) {
 	c := &s.cl[i]
 	id := m.ids[i]
 	c.lock = cur
-	if cur == nil { // pkg/lock waits for a missing Lease (the manager makes it)
-		m.say(s, "none; waits")
+	if cur == nil || !MadeByManager(cur.l) {
+		// pkg/lock waits for a missing Lease, and takes no lock on, nor queues at, one the
+		// manager did not make: it waits for the manager to make or replace it.
+		m.say(s, "none of the manager's; waits")
 		c.pc = pcAcqRead
 		return
 	}
