@@ -104,7 +104,8 @@ const (
 	// FencedLock controls, labelled or not (lease.CheckLockLease without its label checks).
 	mcFenceTrustsOwner
 	// mcNoForgedTicket: lease.Read believes every ticket, also one at or above the Lease's own
-	// resourceVersion (the seam forgedTicket answers false).
+	// resourceVersion. The test swaps the seam forgedTicket (package state): the model only
+	// checks that the seam and this flag agree (initial).
 	mcNoForgedTicket
 )
 
@@ -581,6 +582,10 @@ func (m *mcModel) fail(s *mcState, format string, args ...any) {
 }
 
 func (m *mcModel) initial() (*mcState, error) {
+	probe := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "20"}}
+	if forgedTicket(probe, 20) == (m.cfg.mutation == mcNoForgedTicket) {
+		return nil, errors.New("lease.forgedTicket is swapped exactly when mutation mcNoForgedTicket is not set")
+	}
 	if m.cfg.adversary > 0 && m.adm == nil {
 		judge, err := policyJudge(m.cfg.without)
 		if err != nil {
