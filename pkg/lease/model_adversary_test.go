@@ -136,7 +136,7 @@ func (m *mcModel) advSteps(s *mcState, emit mcEmit) {
 	}
 	for j, id := range m.ids {
 		v := s.wl[j]
-		if v == nil || v.holder != id || v.ticket == 0 || !m.adm.waiterWrite(m, v) {
+		if v == nil || v.holder != id || v.ticket == 0 || !m.adm.waiterWrite(v) {
 			continue
 		}
 		ns := s.clone()
@@ -146,9 +146,9 @@ func (m *mcModel) advSteps(s *mcState, emit mcEmit) {
 	}
 }
 
-// advLease builds mallory's write w from the lock's Lease v (nil: none) at revision now: the
-// Lease it writes (nil for a DELETE).
-func (m *mcModel) advLease(v *mcVer, now uint64, w mcAdvWrite) (*coordinationv1.Lease, error) {
+// advLease builds mallory's write w from the lock's Lease v (nil: none): the Lease it writes (nil
+// for a DELETE).
+func (m *mcModel) advLease(v *mcVer, w mcAdvWrite) (*coordinationv1.Lease, error) {
 	switch w.kind {
 	case advDelete:
 		return nil, nil
@@ -193,7 +193,7 @@ func (m *mcModel) advApply(s *mcState, w mcAdvWrite) {
 		m.hit(s, evAdvDeleted)
 		m.setLock(s, nil)
 	case advSquat, advCreateOurs:
-		l, _ := m.advLease(nil, s.rev, w)
+		l, _ := m.advLease(nil, w)
 		m.say(s, "mallory creates a Lease at the lock's name (%s): holder mallory, token %d", mcAdvNames[w.kind],
 			mcForgedToken)
 		m.hit(s, evAdvSquat)
@@ -211,7 +211,7 @@ func (m *mcModel) advApply(s *mcState, w mcAdvWrite) {
 	default:
 		old := s.lock
 		out, err := m.casLock(s, old, false, mcMeta{adversary: true}, func(next *coordinationv1.Lease) error {
-			l, err := m.advLease(old, s.rev, w)
+			l, err := m.advLease(old, w)
 			if err == nil {
 				*next = *l
 			}
@@ -431,7 +431,7 @@ func (a *mcAdmission) lockWrites(m *mcModel, v *mcVer, now uint64, writes []mcAd
 	}
 	var bits uint64
 	for k, w := range writes {
-		nw, err := m.advLease(v, now, w)
+		nw, err := m.advLease(v, w)
 		if err != nil {
 			continue // not a write mallory can make of v (lease.grant's own checks)
 		}
@@ -455,7 +455,7 @@ func (a *mcAdmission) lockWrites(m *mcModel, v *mcVer, now uint64, writes []mcAd
 }
 
 // waiterWrite reports whether the policies admit mallory's clearing of waiter Lease v's holder.
-func (a *mcAdmission) waiterWrite(m *mcModel, v *mcVer) bool {
+func (a *mcAdmission) waiterWrite(v *mcVer) bool {
 	key := advKey(v)
 	if ok, seen := a.wcache[key]; seen {
 		return ok

@@ -1166,6 +1166,11 @@ func (m *mcModel) normalize(s *mcState) {
 		m.say(s, " [%s's pending %s conflicts]", m.ids[i], mcPCNames[c.pc])
 		c.pc, c.q, c.rq, c.rqQ, c.rqW, c.wo = next, nil, nil, 0, 0, nil
 	}
+	m.normalizeManager(s)
+}
+
+// normalizeManager makes the manager's pending write that can only conflict fail at once.
+func (m *mcModel) normalizeManager(s *mcState) {
 	mg := &s.mgr
 	for mg.pc == mDrop && mg.ws[m.deadSlot(mg.dead[0])].rv != s.wl[m.deadSlot(mg.dead[0])].rv {
 		m.say(s, " [the manager's pending drop of %s conflicts]", mg.dead[0].holder)
