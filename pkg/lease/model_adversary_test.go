@@ -41,11 +41,12 @@ import (
 
 const (
 	mcMallory = "mallory"
-	// mcForgedToken and mcForgedTicket are issue 42's: above every revision the model reaches, so
-	// they rank above all others in every state (the key stays exact), and in the formats the
-	// policies accept (a ticket of at most 18 digits).
+	// mcForgedToken is issue 42's, mcForgedTicket the highest ticket every format the policies
+	// check accepts (fencedlock.io/ticket: 18 digits; a permit's ticket field: 16). Both are above
+	// every revision the model reaches, so they rank above all others in every state (the key
+	// stays exact).
 	mcForgedToken  uint64 = 99999999999
-	mcForgedTicket Ticket = 999999999999999999
+	mcForgedTicket Ticket = 9999999999999999
 )
 
 type mcAdvKind uint8
@@ -106,6 +107,9 @@ func (m *mcModel) advLockWrites(v *mcVer, now uint64) []mcAdvWrite {
 	}
 	if _, holds := v.st.HolderOf(mcMallory); !v.st.Full() && !holds {
 		out = append(out, mcAdvWrite{kind: advGrab})
+		if v.st.Semaphore { // a permit's ticket field is the grant's to write (a lock's is not)
+			out = append(out, mcAdvWrite{kind: advGrab, ticket: mcForgedTicket})
+		}
 	}
 	return out
 }
@@ -210,6 +214,7 @@ func (m *mcModel) advApply(s *mcState, w mcAdvWrite) {
 		m.hit(s, evAdvClearedWaiter)
 	default:
 		old := s.lock
+		m.say(s, "mallory writes: %s to %s, ticket %d", mcAdvNames[w.kind], cmpOr(w.target, mcMallory), w.ticket)
 		out, err := m.casLock(s, old, false, mcMeta{adversary: true}, func(next *coordinationv1.Lease) error {
 			l, err := m.advLease(old, w)
 			if err == nil {
@@ -221,8 +226,7 @@ func (m *mcModel) advApply(s *mcState, w mcAdvWrite) {
 			m.fail(s, "unexpected error from mallory's write (%s): %v", mcAdvNames[w.kind], err)
 			return
 		}
-		m.say(s, "mallory writes: %s to %s, ticket %d: %s", mcAdvNames[w.kind], cmpOr(w.target, mcMallory), w.ticket,
-			m.stateString(out.st))
+		m.say(s, ": %s", m.stateString(out.st))
 		if out.st.ForgedTicket != 0 || Ticket(out.rv) <= w.ticket {
 			m.hit(s, evAdvForgedTicket)
 		} else if w.kind == advHandover {

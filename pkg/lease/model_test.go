@@ -63,20 +63,21 @@ package lease
 // holder mallory and a forged token (above every real one), or the same one labelled; hand the
 // held lock (a permit) over to itself, to the first client holding none, or to the pod, writing a
 // forged ticket (above every ticket) or one just below the write's own revision (indistinguishable
-// from a handover's); take a lock with room as a newcomer whatever its marks say; clear a waiting
-// client's waiter Lease holder. Each write happens only if the policies of config/policy admit
-// it, evaluated in-process (internal/policyeval; a configuration's without leaves policy files
-// out), so a policy change changes the model. Mallory never renews, releases or leaves: a grant of
-// its own is revoked as expirable. It does not write the queue Lease (lease-deletion refuses its
-// DELETE as well), squat a waiter Lease's name (the client deletes such a Lease), forge a join,
-// nor write fenced objects. The manager keeps the lock's Lease as ensureLease does: a missing one is
-// created, a foreign one at its name (no fencedlock labels: its cache does not see it) is read
-// live, deleted conditioned on that read and created anew, and a new one is stamped (Initialize,
-// ServeIssued of its resourceVersion, SetPermits); clients wait for a missing or unstamped Lease
-// and take no lock on, nor queue at, one the manager did not make (MadeByManager), and a write to
-// a Lease that is gone fails as a conflict (the writer reads it again). The fence
-// is a predicate (P9). With an adversary, a running waiter whose waiter Lease was cleared beats
-// (and joins again). Failures: crash
+// from a handover's); take a lock with room as a newcomer whatever its marks say (on a semaphore,
+// also with a forged ticket in its permit); clear a waiting client's waiter Lease holder. Each
+// write happens only if the policies of config/policy admit it, evaluated in-process
+// (internal/policyeval; a configuration's without leaves policy files out), so a policy change
+// changes the model. Mallory never renews, releases or leaves: a grant of its own is revoked as
+// expirable. It does not write the queue Lease (lease-deletion refuses its DELETE as well), squat
+// a waiter Lease's name (the client deletes such a Lease), forge a join, nor write fenced
+// objects. The manager keeps the lock's Lease as ensureLease does: a missing one is created, a
+// foreign one at its name (no fencedlock labels: its cache does not see it) is read live, deleted
+// conditioned on that read and created anew, and a new one is stamped (Initialize, ServeIssued of
+// its resourceVersion, SetPermits); clients wait for a missing or unstamped Lease and take no
+// lock on, nor queue at, one the manager did not make (MadeByManager), and a write to a Lease
+// that is gone fails as a conflict (the writer reads it again). The fence is a predicate (P9).
+// With an adversary, a running waiter whose waiter Lease was cleared beats (and joins again).
+// Failures: crash
 // (stop forever), pause (until resumed), lost response of an applied write (grant, release; join
 // with lostJoin), give up.
 //
