@@ -43,11 +43,11 @@ var loaded = sync.OnceValues(func() (map[string]*policyeval.Policies, error) {
 	return out, nil
 })
 
-func policies(t testing.TB, dir string) *policyeval.Policies {
-	t.Helper()
+func policies(tb testing.TB, dir string) *policyeval.Policies {
+	tb.Helper()
 	ps, err := loaded()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return ps[dir]
 }

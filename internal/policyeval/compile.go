@@ -51,7 +51,8 @@ func compile(p *admissionregistrationv1.ValidatingAdmissionPolicy) (hook, error)
 	}
 	var errs []error
 	for _, v := range p.Spec.Variables {
-		r := c.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, withAuthz, environment.StoredExpressions)
+		r := c.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, withAuthz,
+			environment.StoredExpressions)
 		if r.Error != nil {
 			errs = append(errs, fmt.Errorf("variable %s: %w", v.Name, r.Error))
 		}
@@ -80,11 +81,13 @@ func compile(p *admissionregistrationv1.ValidatingAdmissionPolicy) (hook, error)
 	if err := errors.Join(errs...); err != nil {
 		return hook{}, fmt.Errorf("policy %s: %w", p.Name, err)
 	}
-	return hook{Policy: p, Bindings: []*admissionregistrationv1.ValidatingAdmissionPolicyBinding{binding(p)}, Evaluator: v}, nil
+	bindings := []*admissionregistrationv1.ValidatingAdmissionPolicyBinding{binding(p)}
+	return hook{Policy: p, Bindings: bindings, Evaluator: v}, nil
 }
 
 // binding is the policy's binding: to every object the policy matches, with action Deny.
-func binding(p *admissionregistrationv1.ValidatingAdmissionPolicy) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+func binding(
+	p *admissionregistrationv1.ValidatingAdmissionPolicy) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
 	return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: p.Name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{

@@ -18,6 +18,7 @@ package policyeval_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,16 +121,7 @@ func expectAnswer(t *testing.T, c conformance.Case, admitted bool, got policyeva
 	if got.Policy != policy || !strings.Contains(got.Message, want) {
 		t.Fatalf("got %q, want a refusal by %s containing %q", got, policy, want)
 	}
-	if !containsReason(reasons, got.Reason) {
+	if !slices.Contains(reasons, got.Reason) {
 		t.Fatalf("reason %s, want one of %v", got.Reason, reasons)
 	}
-}
-
-func containsReason(rs []metav1.StatusReason, r metav1.StatusReason) bool {
-	for _, x := range rs {
-		if x == r {
-			return true
-		}
-	}
-	return false
 }

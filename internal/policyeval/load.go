@@ -76,7 +76,8 @@ func readPolicies(file string) ([]*admissionregistrationv1.ValidatingAdmissionPo
 		} else if err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
-		if raw["apiVersion"] != admissionregistrationv1.SchemeGroupVersion.String() || raw["kind"] != "ValidatingAdmissionPolicy" {
+		if raw["apiVersion"] != admissionregistrationv1.SchemeGroupVersion.String() ||
+			raw["kind"] != "ValidatingAdmissionPolicy" {
 			continue
 		}
 		vap := &admissionregistrationv1.ValidatingAdmissionPolicy{}

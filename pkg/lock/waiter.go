@@ -218,7 +218,8 @@ func (l *Locker) writeWaiter(ctx context.Context, ref *metav1.OwnerReference,
 // principal without verb delete on Leases cannot, and the join fails saying so.
 func (l *Locker) removeSquatter(ctx context.Context, w *coordinationv1.Lease) bool {
 	uid, rv := w.UID, w.ResourceVersion
-	err := l.leases.Delete(ctx, w.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+	pre := &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}
+	err := l.leases.Delete(ctx, w.Name, metav1.DeleteOptions{Preconditions: pre})
 	return err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err)
 }
 

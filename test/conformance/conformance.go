@@ -275,13 +275,16 @@ func Load(path string) ([]Case, error) {
 	return table.Cases, nil
 }
 
+// Same is the token or ticket spec of a value the write keeps.
+const Same = "same"
+
 // Token resolves an outcome's token against the state before: "same" (before), "$token" (the
 // Lease's token before: for a permit, "same" is that permit's own token before), "rv" (the
 // resourceVersion read: the write is a grant), "rv+N" (a wrong one, for raw writes), or a number
 // (runner (a) only: the API server picks its own).
 func Token(spec, before, leaseToken, rv string) (string, error) {
 	switch {
-	case spec == "same":
+	case spec == Same:
 		if before == "" {
 			return "", fmt.Errorf("token same: nothing before")
 		}

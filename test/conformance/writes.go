@@ -69,7 +69,7 @@ func SetProtocolAnnotations(l *coordinationv1.Lease, a map[string]string, tok st
 // installed state.
 func OutcomeToken(spec, installedToken, rv string) (string, error) {
 	switch {
-	case spec == "same":
+	case spec == Same:
 		return installedToken, nil
 	case spec == "rv":
 		return rv, nil

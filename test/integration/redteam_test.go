@@ -114,10 +114,11 @@ func editor(ns, name string, extra ...rbacv1.PolicyRule) (client.Client, *kubern
 	return impersonating(c.Impersonate), cs
 }
 
-// honestLocker is a pkg/lock client of lock ns/name under identity id whose principal (also named
-// id) has the RBAC docs/protocol.md asks of a client, not an admin's (whom the policies take for
-// the manager).
-func honestLocker(ns, name, id string) *lock.Locker {
+// honestLocker is a pkg/lock client of lock ns/vault under identity id whose principal (also
+// named id) has the RBAC docs/protocol.md asks of a client, not an admin's (whom the policies take
+// for the manager).
+func honestLocker(ns, id string) *lock.Locker {
+	const name = "vault"
 	_, cs := ordinaryUser(ns, id)
 	EventuallyWithOffset(1, func() error {
 		_, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
@@ -154,9 +155,9 @@ func foreign(l *coordinationv1.Lease) bool {
 	return l.Labels[locksv1alpha1.ManagedByLabel] != locksv1alpha1.ManagedByValue
 }
 
-// presentAs patches ConfigMap ns/name as c, presenting tok.
-func presentAs(c client.Client, ns, name, tok, data string) error {
-	return c.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+// presentAs patches ConfigMap ns/ledger as c, presenting tok.
+func presentAs(c client.Client, ns, tok, data string) error {
+	return c.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ledger"}},
 		mergePatch(`{"metadata":{"annotations":{%q:%q}},"data":{"balance":%q}}`, locksv1alpha1.TokenAnnotation, tok, data))
 }
 
@@ -280,7 +281,7 @@ var _ = Describe("Red team: an ordinary principal", func() {
 	// controller owner the fence (which checks only the owner) may trust its token.
 	replaceLockLease := func(mode locksv1alpha1.FenceMode) {
 		fl := kit.NewLock(ns, "vault", util.LeaseSeconds(3), util.FenceMode(mode))
-		h, err := honestLocker(ns, "vault", "honest").TryAcquire(ctx)
+		h, err := honestLocker(ns, "honest").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		util.KeepAlive(h, 0)
 		Expect(k8sClient.Create(ctx, util.FencedConfigMap(ns, "ledger", "vault", h.Token(), "100"))).To(Succeed())
@@ -306,14 +307,14 @@ var _ = Describe("Red team: an ordinary principal", func() {
 		}
 
 		By("the forged token is refused by the fence, and the record stays")
-		expectRefused(presentAs(mallory, ns, "ledger", forgedToken, "stolen"), "a write with the forged token")
+		expectRefused(presentAs(mallory, ns, forgedToken, "stolen"), "a write with the forged token")
 		Expect(recordOf(ns, "ledger")).To(Equal(h.Token().String()))
 
 		By("an honest client gets the lock again within bounded time, without an admin")
 		_ = h.Release(ctx) // the holder is done (its grant is lost if the Lease was replaced)
-		g := acquireWithin(honestLocker(ns, "vault", "honest-2"), 20*time.Second, "after the replacement")
-		expectRefused(presentAs(mallory, ns, "ledger", forgedToken, "stolen"), "a write with the forged token, later")
-		Expect(presentAs(k8sClient, ns, "ledger", g.Token().String(), "101")).To(Succeed(), "the new holder writes")
+		g := acquireWithin(honestLocker(ns, "honest-2"), 20*time.Second, "after the replacement")
+		expectRefused(presentAs(mallory, ns, forgedToken, "stolen"), "a write with the forged token, later")
+		Expect(presentAs(k8sClient, ns, g.Token().String(), "101")).To(Succeed(), "the new holder writes")
 		Expect(statusLies()).To(BeEmpty(), "FencedLock status said Ready while a foreign Lease sat at its name")
 		Expect(g.Release(ctx)).To(Succeed())
 	}
@@ -351,7 +352,7 @@ var _ = Describe("Red team: an ordinary principal", func() {
 				g.Expect(lockEventReasons(ns, "vault")).To(ContainElement(locksv1alpha1.ReasonLeaseConflict))
 			}
 		}, 10*time.Second, 50*time.Millisecond).Should(Succeed(), "no LeaseConflict condition or event")
-		g := acquireWithin(honestLocker(ns, "vault", "honest"), 20*time.Second, "after the squatter")
+		g := acquireWithin(honestLocker(ns, "honest"), 20*time.Second, "after the squatter")
 		Expect(foreign(kit.GetLease(ns, "vault"))).To(BeFalse(), "the lock is held on the manager's Lease")
 		expectRefused(mallory.Create(ctx, util.FencedConfigMap(ns, "ledger", "vault", forged, "stolen")),
 			"creating a fenced object with the squatter's token, later")
@@ -366,7 +367,7 @@ var _ = Describe("Red team: an ordinary principal", func() {
 	// every grant carries a new token, so it can never give two holders the lock.
 	It("cannot delete a lock's queue Lease, and deleting a waiter Lease costs fairness only (1c)", func() {
 		fl := kit.NewLock(ns, "vault", util.LeaseSeconds(3))
-		a, err := honestLocker(ns, "vault", "alice").TryAcquire(ctx)
+		a, err := honestLocker(ns, "alice").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		util.KeepAlive(a, 0)
 		Expect(k8sClient.Create(ctx, util.FencedConfigMap(ns, "ledger", "vault", a.Token(), "1"))).To(Succeed())
@@ -380,7 +381,7 @@ var _ = Describe("Red team: an ordinary principal", func() {
 		expectRefused(mcs.CoordinationV1().Leases(ns).Delete(ctx, queue, metav1.DeleteOptions{}), "deleting the queue Lease")
 
 		By("bob's waiter Lease")
-		got, failed := acquireAsync(ctx, honestLocker(ns, "vault", "bob"))
+		got, failed := acquireAsync(ctx, honestLocker(ns, "bob"))
 		waiter := locksv1alpha1.WaiterLeaseName(fl.UID, "bob")
 		Eventually(func() []string { return waiterIDs(ns, "vault") }, 10*time.Second, 20*time.Millisecond).Should(Equal([]string{"bob"}))
 		// Refused or not: either way bob must still be served.
@@ -390,8 +391,8 @@ var _ = Describe("Red team: an ordinary principal", func() {
 		Eventually(got, 20*time.Second).Should(Receive(&b), "bob still gets the lock")
 		Consistently(failed).ShouldNot(Receive())
 		Expect(b.Token()).To(BeNumerically(">", a.Token()))
-		deniedWith(presentAs(k8sClient, ns, "ledger", a.Token().String(), "stale"), "")
-		Expect(presentAs(k8sClient, ns, "ledger", b.Token().String(), "2")).To(Succeed())
+		deniedWith(presentAs(k8sClient, ns, a.Token().String(), "stale"), "")
+		Expect(presentAs(k8sClient, ns, b.Token().String(), "2")).To(Succeed())
 		Expect(b.Release(ctx)).To(Succeed())
 	})
 
@@ -399,11 +400,11 @@ var _ = Describe("Red team: an ordinary principal", func() {
 	// lease-protocol policy checks only that the ticket rises.
 	It("cannot shut the queue with a forged ticket (2)", func() {
 		fl := kit.NewLock(ns, "vault", util.LeaseSeconds(2))
-		a, err := honestLocker(ns, "vault", "alice").TryAcquire(ctx)
+		a, err := honestLocker(ns, "alice").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		util.KeepAlive(a, 0)
 		joins := countJoins(ns, locksv1alpha1.WaiterLeaseName(fl.UID, "bob"))
-		got, failed := acquireAsync(ctx, honestLocker(ns, "vault", "bob"))
+		got, failed := acquireAsync(ctx, honestLocker(ns, "bob"))
 		Eventually(func() []string { return waiterIDs(ns, "vault") }, 10*time.Second, 20*time.Millisecond).Should(Equal([]string{"bob"}))
 		pod := kit.CreatePod(util.Pod(ns, "worker", "vault"))
 		podID := locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID))
@@ -556,11 +557,11 @@ var _ = Describe("Red team: an ordinary principal", func() {
 	// victim may not relabel it.
 	It("cannot keep a client out of the queue by squatting its waiter Lease name (4c)", func() {
 		fl := kit.NewLock(ns, "vault", util.LeaseSeconds(3))
-		a, err := honestLocker(ns, "vault", "alice").TryAcquire(ctx)
+		a, err := honestLocker(ns, "alice").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(mallory.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns,
 			Name: locksv1alpha1.WaiterLeaseName(fl.UID, "victim")}})).To(Succeed())
-		got, failed := acquireAsync(ctx, honestLocker(ns, "vault", "victim"))
+		got, failed := acquireAsync(ctx, honestLocker(ns, "victim"))
 		Consistently(failed, 2*time.Second).ShouldNot(Receive(), "the victim's Acquire failed")
 		Expect(a.Release(ctx)).To(Succeed())
 		var g *lock.Grant
@@ -579,9 +580,9 @@ var _ = Describe("Red team: an ordinary principal", func() {
 		mine := locksv1alpha1.WaiterLeaseName(fl.UID, "eve")
 		eve, _ := editor(ns, "eve", rbacv1.PolicyRule{APIGroups: []string{locksv1alpha1.GroupVersion.Group},
 			Resources: []string{"fencedlocks"}, ResourceNames: []string{mine}, Verbs: []string{"grant"}})
-		a, err := honestLocker(ns, "vault", "alice").TryAcquire(ctx)
+		a, err := honestLocker(ns, "alice").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		got, _ := acquireAsync(ctx, honestLocker(ns, "vault", "bob"))
+		got, _ := acquireAsync(ctx, honestLocker(ns, "bob"))
 		Eventually(func() []string { return waiterIDs(ns, "vault") }, 10*time.Second, 20*time.Millisecond).Should(Equal([]string{"bob"}))
 
 		By("eve joins after bob, on its own waiter Lease")
@@ -621,7 +622,7 @@ var _ = Describe("Red team: an ordinary principal", func() {
 	// among them: row 1's DELETE by another verb.
 	It("cannot delete a lock's Leases with deletecollection (5)", func() {
 		fl := kit.NewLock(ns, "vault", util.LeaseSeconds(3))
-		h, err := honestLocker(ns, "vault", "honest").TryAcquire(ctx)
+		h, err := honestLocker(ns, "honest").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		util.KeepAlive(h, 0)
 		err = mcs.CoordinationV1().Leases(ns).DeleteCollection(ctx, metav1.DeleteOptions{},
@@ -640,12 +641,12 @@ var _ = Describe("Red team: an ordinary principal", func() {
 	// meets AlreadyExists: the lock has no queue Lease for its pods from then on.
 	It("cannot keep a lock's pods from being served by squatting its queue Lease name (5)", func() {
 		fl := kit.NewLock(ns, "vault", util.LeaseSeconds(3))
-		a, err := honestLocker(ns, "vault", "alice").TryAcquire(ctx)
+		a, err := honestLocker(ns, "alice").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		queue, leases := locksv1alpha1.QueueLeaseName(fl.UID), mcs.CoordinationV1().Leases(ns)
 		Eventually(func() error { _, err := leases.Get(ctx, queue, metav1.GetOptions{}); return err },
 			10*time.Second, 50*time.Millisecond).Should(Succeed())
-		for try := 0; try < 5; try++ {
+		for try := range 5 {
 			err := leases.Delete(ctx, queue, metav1.DeleteOptions{})
 			if err != nil && !apierrors.IsNotFound(err) {
 				break // refused: nothing to squat
