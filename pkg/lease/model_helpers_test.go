@@ -100,6 +100,13 @@ const (
 	// mcDropGoesOn: a manager's drop of a dead waiter that conflicts (the waiter wrote: alive) does
 	// not end the reconcile, which serves a judged queue without that waiter.
 	mcDropGoesOn
+	// mcFenceTrustsOwner: the fence takes tokens from any Lease at the lock's name that the
+	// FencedLock controls, labelled or not (lease.CheckLockLease without its label checks).
+	mcFenceTrustsOwner
+	// mcNoForgedTicket: lease.Read believes every ticket, also one at or above the Lease's own
+	// resourceVersion. The test swaps the seam forgedTicket (package state): the model only
+	// checks that the seam and this flag agree (initial).
+	mcNoForgedTicket
 )
 
 type mcClientCfg struct {
@@ -125,6 +132,11 @@ type mcConfig struct {
 	// value the user may set spec.permits to once, at any point (the manager then writes it with
 	// lease.SetPermits).
 	permits, retarget int
+	// adversary is mallory's budget: how many writes it may make (model_adversary_test.go).
+	adversary int
+	// without names policy files of config/policy that the admission of mallory's writes leaves
+	// out (a policy reverted).
+	without []string
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -177,6 +189,9 @@ func (m *mcModel) lockVer(l *coordinationv1.Lease) (*mcVer, error) {
 	slices.Sort(keys)
 	var b strings.Builder
 	b.WriteString(st.Holder)
+	for _, k := range slices.Sorted(maps.Keys(l.Labels)) { // a squatter's are not the manager's
+		b.WriteString("|label " + k + "=" + l.Labels[k])
+	}
 	for _, k := range keys {
 		if strings.HasPrefix(k, locksv1alpha1.PermitAnnotationPrefix) {
 			continue // below, without its token and ticket (ranked in the key) and times
@@ -185,7 +200,7 @@ func (m *mcModel) lockVer(l *coordinationv1.Lease) (*mcVer, error) {
 	}
 	ptoks := make([]uint64, len(st.Permits))
 	lrevs := []uint64{rv, uint64(st.Token), uint64(st.RevokedToken)}
-	trevs := []uint64{uint64(st.Served), uint64(st.Reserved), uint64(left)}
+	trevs := []uint64{uint64(st.Served), uint64(st.Reserved), uint64(left), uint64(st.ForgedTicket)}
 	for i, p := range st.Permits {
 		ptoks[i] = uint64(p.Token)
 		lrevs, trevs = append(lrevs, uint64(p.Token)), append(trevs, uint64(p.Ticket))
@@ -350,6 +365,11 @@ const (
 	mDrop                     // clear the holder of the next waiter Lease judged dead
 	mWriteQ                   // write the queue Lease (pods added or gone, malformed entries dropped)
 	mWriteLock                // write the plan (Revoke or Settle)
+	// The lock's Lease (controllers/lease.go ensureLease), when its cache shows none (missing, or
+	// at the name a Lease without fencedlock's labels, which it does not watch) or an unstamped one.
+	mDelForeign // delete the foreign Lease read live, conditioned on its resourceVersion
+	mCreate     // create the lock's Lease (labelled, controlled by the lock, unstamped)
+	mStamp      // stamp the Lease read: Initialize, ServeIssued of its resourceVersion, SetPermits
 )
 
 type mcPlan uint8
@@ -417,8 +437,13 @@ type mcState struct {
 	bound   int8
 	left    []mcEntry // entries whose owner completed the leave protocol
 	dropped []mcDrop  // entries the manager dropped as dead or gone
+	// issued: the tokens held now that a grant issued (a write conditioned on that
+	// resourceVersion) on this Lease at the lock's name; fenced: the highest token the fence
+	// admitted, as the fenced object records it (P9).
+	issued []uint64
+	fenced uint64
 	// budgets left
-	crashes, pauses, lost, giveUps, podDeletes, podRequeues, edits int8
+	crashes, pauses, lost, giveUps, podDeletes, podRequeues, edits, adv int8
 
 	id       int32  // not part of the state: its index in the explorer
 	lostUsed bool   // not part of the state: the step applied a write and lost its response
@@ -472,6 +497,16 @@ const (
 	evBackToLock
 	evHoldsUnknowing
 	evPodRequeued
+	evAdvGrant
+	evAdvForgedTicket
+	evAdvTicketBelow
+	evAdvClearedWaiter
+	evAdvDeleted
+	evAdvSquat
+	evForeignDeleted
+	evCreated
+	evStamped
+	evTicketRepaired
 	evCount
 )
 
@@ -488,7 +523,11 @@ var mcEventNames = [evCount]string{"newcomer grant", "handover by release", "han
 	"grant found lost", "two permits held", "queue served onto a permit beside a holder",
 	"permits lowered below the permits held", "release left no room (permits lowered)",
 	"permits raised with waiters queued", "semaphore back to the lock format",
-	"beat found the entry gone after it was served", "pod asked again after its grant was released"}
+	"beat found the entry gone after it was served", "pod asked again after its grant was released",
+	"mallory granted (handover or newcomer)", "mallory wrote a forged ticket", "mallory wrote a ticket below its revision",
+	"mallory cleared a waiter Lease", "mallory deleted the lock's Lease", "mallory created a Lease at the lock's name",
+	"manager deleted a foreign Lease", "manager created the lock's Lease", "manager stamped a new Lease",
+	"a manager's write repaired a forged ticket"}
 
 func (m *mcModel) hit(s *mcState, e mcEvent) { s.ev |= 1 << e }
 
@@ -503,8 +542,10 @@ type mcModel struct {
 	seedA   maphash.Seed
 	seedB   maphash.Seed
 	buf     []byte
-	rk      [2][]uint64 // the state's revisions of each domain, ranked (key)
-	collect bool        // key: collecting revisions into rk, not encoding
+	rk      [2][]uint64            // the state's revisions of each domain, ranked (key)
+	collect bool                   // key: collecting revisions into rk, not encoding
+	ref     *metav1.OwnerReference // the FencedLock, controller of its Leases
+	adm     *mcAdmission           // judges mallory's writes (nil without an adversary)
 }
 
 func newModel(cfg mcConfig) *mcModel {
@@ -541,6 +582,17 @@ func (m *mcModel) fail(s *mcState, format string, args ...any) {
 }
 
 func (m *mcModel) initial() (*mcState, error) {
+	probe := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "20"}}
+	if forgedTicket(probe, 20) == (m.cfg.mutation == mcNoForgedTicket) {
+		return nil, errors.New("lease.forgedTicket is swapped exactly when mutation mcNoForgedTicket is not set")
+	}
+	if m.cfg.adversary > 0 && m.adm == nil {
+		judge, err := policyJudge(m.cfg.without)
+		if err != nil {
+			return nil, err
+		}
+		m.adm = newAdmission(judge)
+	}
 	s := &mcState{rev: 10}
 	lock := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lock", ResourceVersion: "10",
@@ -560,6 +612,7 @@ func (m *mcModel) initial() (*mcState, error) {
 	if ref == nil {
 		return nil, errors.New("LockOf found no lock for the lock Lease")
 	}
+	m.ref = ref
 	var q Queue
 	var seed *coordinationv1.Lease // a waiter Lease nobody modelled runs
 	switch m.cfg.seed {
@@ -610,6 +663,7 @@ func (m *mcModel) initial() (*mcState, error) {
 	}
 	s.crashes, s.pauses, s.lost = int8(m.cfg.crashes), int8(m.cfg.pauses), int8(m.cfg.lost)
 	s.giveUps, s.podDeletes, s.podRequeues = int8(m.cfg.giveUps), int8(m.cfg.podDeletes), int8(m.cfg.podRequeues)
+	s.adv = int8(m.cfg.adversary)
 	if m.cfg.retarget != 0 {
 		s.edits = 1
 	}
@@ -693,7 +747,9 @@ func mcUnchanged(l, cur *coordinationv1.Lease) bool {
 func (w *mcWriter) Update(_ context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	cur := w.cur()
 	if cur == nil {
-		return nil, apierrors.NewNotFound(mcLeases, l.Name)
+		// The API server answers NotFound; every writer of the model then reads the object again,
+		// as after a conflict, and finds it gone (pkg/lock: a grant lost, a waiter waiting for it).
+		return nil, apierrors.NewConflict(mcLeases, l.Name, errors.New("the object is gone"))
 	}
 	if l.ResourceVersion != cur.l.ResourceVersion && w.m.cfg.mutation != mcLastWriteWins {
 		return nil, apierrors.NewConflict(mcLeases, l.Name, errors.New("the object has been modified"))
@@ -737,6 +793,8 @@ type mcMeta struct {
 	// queue was read at (or written at, by the manager)
 	basisQ, basisW uint64
 	q              *Queue // the queue the write served, nil if none
+	// adversary: mallory's write, which may grant out of turn (P6 judges honest writes only)
+	adversary bool
 }
 
 // casLock writes mutate(copy of from) to the lock Lease, conditioned on from's resourceVersion.
@@ -779,8 +837,7 @@ func (m *mcModel) casWaiter(s *mcState, j int, from *mcVer, lost bool,
 	w := &mcWriter{m: m, s: s, obj: objWaiter, j: j, lost: lost}
 	var err error
 	if from == nil {
-		ref := LockOf(s.lock.l)
-		next := NewWaiter("ns", locksv1alpha1.WaiterLeaseName(ref.UID, m.ids[j]), ref)
+		next := NewWaiter("ns", locksv1alpha1.WaiterLeaseName(m.ref.UID, m.ids[j]), m.ref)
 		change(nil, next)
 		_, err = w.Create(next)
 	} else {
@@ -824,8 +881,21 @@ func (m *mcModel) afterLockWrite(s *mcState, old, nw *mcVer, meta mcMeta) {
 	if len(granted) > 1 {
 		m.fail(s, "P8 limit: one write granted %d permits (%s)", len(granted), strings.Join(ns.Holders(), ","))
 	}
+	if t, _ := parseTicket(nw.l, locksv1alpha1.TicketAnnotation); !meta.adversary && t >= Ticket(nw.rv) &&
+		t != os.Served+os.ForgedTicket {
+		// The key ranks tickets apart from the lock Lease's revisions (or, with an adversary, a
+		// forged ticket above all): it relies on this.
+		m.fail(s, "model: an honest write stored ticket %d, not below its own resourceVersion %d", t, nw.rv)
+	}
+	s.issued = slices.DeleteFunc(slices.Clone(s.issued), func(t uint64) bool { return !slices.Contains(nw.ptoks, t) })
 	for _, p := range granted {
 		tok := uint64(p.Token)
+		if tok != old.rv {
+			m.fail(s, "P2 token: %s granted token %d, not the resourceVersion %d the write is conditioned on",
+				p.Holder, tok, old.rv)
+		}
+		s.issued = append(s.issued, tok)
+		slices.Sort(s.issued)
 		if tok <= s.maxIssued {
 			m.fail(s, "P2 token order: %s granted token %d, not above the highest token issued before (%d)",
 				p.Holder, tok, s.maxIssued)
@@ -841,7 +911,9 @@ func (m *mcModel) afterLockWrite(s *mcState, old, nw *mcVer, meta mcMeta) {
 		if len(ns.Permits) > 1 {
 			m.hit(s, evTwoHeld)
 		}
-		if ns.Served != os.Served {
+		if meta.adversary {
+			m.hit(s, evAdvGrant) // out of turn, as anyone allowed to update Leases may: P6 judges honest writes
+		} else if ns.Served != os.Served {
 			m.checkQueueGrant(s, p.Holder, ns.Served, os.Served, meta, "granted")
 			if m.deadJudgeable(s, Waiter{Ticket: ns.Served, Holder: p.Holder}) && p.Holder != mcPod {
 				m.hit(s, evHandoverToJudgeable)
@@ -867,7 +939,7 @@ func (m *mcModel) afterLockWrite(s *mcState, old, nw *mcVer, meta mcMeta) {
 			m.hit(s, evPodGranted)
 		}
 	}
-	if ns.Reserved != 0 && ns.Reserved != os.Reserved {
+	if ns.Reserved != 0 && ns.Reserved != os.Reserved && !meta.adversary {
 		holder := "?"
 		if meta.q != nil {
 			if i := slices.IndexFunc(meta.q.Waiters, func(w Waiter) bool { return w.Ticket == ns.Reserved }); i >= 0 {
@@ -893,6 +965,9 @@ func (m *mcModel) afterLockWrite(s *mcState, old, nw *mcVer, meta mcMeta) {
 	}
 	if os.Semaphore && !ns.Semaphore {
 		m.hit(s, evBackToLock)
+	}
+	if os.ForgedTicket != 0 && ns.ForgedTicket == 0 {
+		m.hit(s, evTicketRepaired)
 	}
 	if len(granted) == 0 && len(ns.Permits) < len(os.Permits) && len(ns.Permits) >= ns.Limit && ns.Waiting {
 		m.hit(s, evFullAfterLowering)
@@ -971,15 +1046,23 @@ func (m *mcModel) liveWaiters(s *mcState, owed bool) []mcEntry {
 	return out
 }
 
+// lockSt is the state of the Lease at the lock's name: the zero State when there is none.
+func lockSt(s *mcState) State {
+	if s.lock == nil {
+		return State{}
+	}
+	return s.lock.st
+}
+
 // checkState checks the properties that hold in every state (P1, P3, P8).
 func (m *mcModel) checkState(s *mcState) {
-	st := s.lock.st
+	st := lockSt(s)
 	for i, id := range m.ids {
 		c := &s.cl[i]
 		if c.tok == 0 || c.crashed {
 			continue
 		}
-		if c.tok > uint64(st.Token) {
+		if c.tok > uint64(st.Token) && st.Initialized() { // (none, or not stamped: it issued nothing yet)
 			m.fail(s, "P1 belief: %s believes it holds token %d, above the lock's token %d", id, c.tok, st.Token)
 		}
 		for _, p := range st.Permits {
@@ -1026,6 +1109,7 @@ type mcEmit func(ns *mcState, kind mcKind)
 func (m *mcModel) successors(s *mcState, emit mcEmit) {
 	norm := func(ns *mcState, kind mcKind) {
 		m.normalize(ns)
+		m.fence(ns)
 		emit(ns, kind)
 	}
 	for i := range m.ids {
@@ -1033,6 +1117,7 @@ func (m *mcModel) successors(s *mcState, emit mcEmit) {
 	}
 	m.managerSteps(s, norm)
 	m.podSteps(s, norm)
+	m.advSteps(s, norm)
 	if s.edits > 0 { // the user sets spec.permits (an event from outside: not relied on for progress)
 		ns := s.clone()
 		ns.edits--
@@ -1056,7 +1141,7 @@ func (m *mcModel) normalize(s *mcState) {
 		if c.crashed {
 			continue
 		}
-		staleLock := c.lock != nil && c.lock.rv != s.lock.rv
+		staleLock := c.lock != nil && (s.lock == nil || c.lock.rv != s.lock.rv)
 		// A waiter Lease write from a copy that is gone, or a create of one that exists.
 		staleW := c.wo != s.wl[i] && (c.wo == nil || c.wo.rv != s.wl[i].rv)
 		var next mcPC
@@ -1081,13 +1166,19 @@ func (m *mcModel) normalize(s *mcState) {
 		m.say(s, " [%s's pending %s conflicts]", m.ids[i], mcPCNames[c.pc])
 		c.pc, c.q, c.rq, c.rqQ, c.rqW, c.wo = next, nil, nil, 0, 0, nil
 	}
+	m.normalizeManager(s)
+}
+
+// normalizeManager makes the manager's pending write that can only conflict fail at once.
+func (m *mcModel) normalizeManager(s *mcState) {
 	mg := &s.mgr
 	for mg.pc == mDrop && mg.ws[m.deadSlot(mg.dead[0])].rv != s.wl[m.deadSlot(mg.dead[0])].rv {
 		m.say(s, " [the manager's pending drop of %s conflicts]", mg.dead[0].holder)
 		mg.dead, mg.alive = mg.dead[1:], true
 		m.managerNext(s)
 	}
-	if mg.pc == mWriteQ && mg.q.rv != s.queue.rv || mg.pc == mWriteLock && mg.lock.rv != s.lock.rv {
+	lockGone := mg.lock != nil && (s.lock == nil || mg.lock.rv != s.lock.rv)
+	if mg.pc == mWriteQ && mg.q.rv != s.queue.rv || (mg.pc == mWriteLock || mg.pc == mStamp) && lockGone {
 		m.say(s, " [the manager's pending write conflicts]")
 		m.managerIdle(s)
 	}
@@ -1152,7 +1243,11 @@ func (m *mcModel) runningSteps(s *mcState, i int, emit mcEmit) {
 	ns := s.clone()
 	m.step(ns, i, false)
 	emit(ns, kindStep)
-	if c.pc == pcAcqRead && c.ticket != 0 && c.stale { // its beat timer fired as well
+	// A waiter beats when it resumed (the manager may judge it dead meanwhile), or, with an
+	// adversary, once its waiter Lease was cleared by someone: the timing assumption lets a
+	// running waiter's beats land in time, so they matter only there.
+	cleared := m.cfg.adversary > 0 && !s.wl[i].waits(id, c.ticket)
+	if c.pc == pcAcqRead && c.ticket != 0 && (c.stale || cleared) { // its beat timer fired as well
 		ns := s.clone()
 		m.say(ns, "%s beats: ", id)
 		if nc := &ns.cl[i]; nc.w.waits(id, nc.ticket) { // decided on the copy it wrote last
@@ -1233,7 +1328,7 @@ func (m *mcModel) step(s *mcState, i int, lost bool) {
 		case out != nil && !lost:
 			t, _ := WaiterTicket(out.l)
 			m.say(s, "%s %s its waiter Lease (join): ticket %d", id, verb, t)
-			if w, _ := Waiters([]coordinationv1.Lease{*out.l}, s.lock.st.Served); len(w) != 1 || !w[0].Is(t, id) {
+			if w, _ := Waiters([]coordinationv1.Lease{*out.l}, lockSt(s).Served); len(w) != 1 || !w[0].Is(t, id) {
 				m.fail(s, "P6 join: %s's join landed, but its waiter Lease (ticket %d) does not read back as a waiter "+
 					"(readers skip it): it is not queued", id, t)
 			}
@@ -1325,7 +1420,11 @@ func (m *mcModel) step(s *mcState, i int, lost bool) {
 
 	case pcRenewRead:
 		c.lock = s.lock
-		if err := Renew(c.lock.l.DeepCopy(), id, token.Token(c.tok), mcT0); IsLost(err) {
+		if c.lock == nil {
+			m.say(s, "%s re-reads the lock Lease: it is gone, and its grant with it", id)
+			m.hit(s, evGrantLost)
+			m.endCycle(s, i)
+		} else if err := Renew(c.lock.l.DeepCopy(), id, token.Token(c.tok), mcT0); IsLost(err) {
 			m.say(s, "%s re-reads the lock Lease: its grant is lost", id)
 			m.hit(s, evGrantLost)
 			m.endCycle(s, i)
@@ -1377,6 +1476,12 @@ func (m *mcModel) step(s *mcState, i int, lost bool) {
 
 	case pcRelRead:
 		c.lock, c.q, c.rq, c.rqQ, c.rqW = s.lock, nil, nil, 0, 0
+		if c.lock == nil { // Grant.update: a LostError
+			m.say(s, "%s re-reads the lock Lease to release: it is gone, and its grant with it", id)
+			m.hit(s, evGrantLost)
+			m.endCycle(s, i)
+			break
+		}
 		m.say(s, "%s re-reads the lock Lease to release: %s", id, m.stateString(c.lock.st))
 		m.decideRelease(s, i)
 
@@ -1412,6 +1517,11 @@ func (m *mcModel) step(s *mcState, i int, lost bool) {
 	case pcLeftRead:
 		m.say(s, "%s reads the lock Lease to mark it left: ", id)
 		c.lock = s.lock
+		if c.lock == nil { // leave() ends: no Lease serves anyone
+			m.say(s, "it is gone: it has left")
+			m.endCycle(s, i)
+			break
+		}
 		switch err := MarkLeft(c.lock.l.DeepCopy(), id, c.leaveT); {
 		case errors.Is(err, ErrServedWhileLeaving):
 			m.say(s, "it was served while leaving; releases that grant. ")
@@ -1450,7 +1560,7 @@ func (m *mcModel) beatGone(s *mcState, i int) {
 	c := &s.cl[i]
 	m.say(s, "; its waiter Lease waits no more (ticket %d): attempts again", c.ticket)
 	m.hit(s, evBeatGone)
-	if st := s.lock.st; st.Semaphore && Served(st, m.ids[i], c.ticket) {
+	if st := lockSt(s); st.Semaphore && Served(st, m.ids[i], c.ticket) {
 		m.hit(s, evHoldsUnknowing) // next, it finds it holds a permit, and waits for it to end
 	}
 	c.wo, c.ticket, c.owed, c.stale, c.pc = nil, 0, 0, false, pcAcqRead
@@ -1472,6 +1582,13 @@ func (m *mcModel) attempt(s *mcState, i int, cur *mcVer) {
 	c := &s.cl[i]
 	id := m.ids[i]
 	c.lock = cur
+	if cur == nil || !MadeByManager(cur.l) {
+		// pkg/lock waits for a missing Lease, and takes no lock on, nor queues at, one the
+		// manager did not make: it waits for the manager to make or replace it.
+		m.say(s, "none of the manager's; waits")
+		c.pc = pcAcqRead
+		return
+	}
 	st := cur.st
 	m.say(s, "%s", m.stateString(st))
 	if _, ok := st.Permit(id, token.Token(c.unsure)); c.unsure != 0 && ok {
@@ -1513,6 +1630,10 @@ func (m *mcModel) attempt(s *mcState, i int, cur *mcVer) {
 		case err == nil:
 			m.say(s, "; next: Grant")
 			c.pc = pcGrantCAS
+			return
+		case errors.Is(err, ErrNotInitialized): // pkg/lock waits for the manager's stamp
+			m.say(s, "; not stamped yet: waits")
+			c.pc = pcAcqRead
 			return
 		case !IsHeld(err):
 			m.fail(s, "unexpected error from %s's Grant: %v", id, err)
@@ -1640,9 +1761,8 @@ func (m *mcModel) managerSteps(s *mcState, emit mcEmit) {
 	ns := s.clone()
 	mg := &ns.mgr
 	switch mg.pc {
-	case mIdle:
-		mg.lock, mg.pc = ns.lock, mListW
-		m.say(ns, "manager reads the lock Lease: %s", m.stateString(mg.lock.st))
+	case mIdle, mDelForeign, mCreate, mStamp:
+		m.managerEnsure(ns)
 	case mListW:
 		mg.ws, mg.basisW, mg.pc = ns.wl, mcListBasis(ns.wl), mReadQ
 		m.say(ns, "manager lists the waiter Leases")
@@ -1914,7 +2034,7 @@ func (m *mcModel) podAsking(s *mcState) bool {
 }
 
 func (m *mcModel) podSteps(s *mcState, emit mcEmit) {
-	if _, held := s.lock.st.HolderOf(mcPod); held && !s.pod.deleted && !s.pod.lost && s.podRequeues > 0 {
+	if _, held := lockSt(s).HolderOf(mcPod); held && !s.pod.deleted && !s.pod.lost && s.podRequeues > 0 {
 		ns := s.clone()
 		ns.podRequeues--
 		ns.pod.lost = true
@@ -1927,7 +2047,7 @@ func (m *mcModel) podSteps(s *mcState, emit mcEmit) {
 	ns := s.clone()
 	ns.podDeletes--
 	ns.pod.deleted = true
-	if _, ok := s.lock.st.HolderOf(mcPod); ok {
+	if _, ok := lockSt(s).HolderOf(mcPod); ok {
 		m.say(ns, "the pod finishes and is deleted")
 		emit(ns, kindStep) // a holder pod finishes its work: part of progress
 		return
@@ -1978,8 +2098,13 @@ func (m *mcModel) put(vs ...uint64) {
 	}
 }
 
-// rev puts revisions of domain d, as their ranks (0 stays 0).
+// rev puts revisions of domain d, as their ranks (0 stays 0). With an adversary, both domains
+// are one: lease.Read compares a ticket with the lock Lease's resourceVersion (forged tickets),
+// and the manager's repair writes a resourceVersion as a ticket.
 func (m *mcModel) rev(d int, vs ...uint64) {
+	if m.cfg.adversary > 0 {
+		d = domLock
+	}
 	for _, v := range vs {
 		switch {
 		case v == 0:
@@ -2126,7 +2251,9 @@ func (m *mcModel) encode(s *mcState) {
 		m.rev(domQueue, uint64(d.t), d.rev)
 	}
 	m.put(uint64(s.crashes), uint64(s.pauses), uint64(s.lost), uint64(s.giveUps), uint64(s.podDeletes),
-		uint64(s.podRequeues))
+		uint64(s.podRequeues), uint64(s.adv), uint64(len(s.issued)))
+	m.rev(domLock, s.fenced)
+	m.rev(domLock, s.issued...)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2140,6 +2267,7 @@ type mcResult struct {
 	// progress (P7)
 	stuck, checked int          // eligible states from which no step sequence serves every live waiter
 	events         [evCount]int // new states reached by a step with each event
+	admission      string       // what the policies admitted of mallory's writes
 }
 
 // explore runs a breadth-first search over every interleaving, checking P1-P6 on every state and
@@ -2209,6 +2337,7 @@ func (m *mcModel) explore(limit int) mcResult {
 		m.progress(&r, parent, choice, goal, eligible, from, to)
 	}
 	r.elapsed = time.Since(start)
+	r.admission = m.adm.report()
 	return r
 }
 
@@ -2233,7 +2362,7 @@ func (m *mcModel) goal(s *mcState) bool {
 func (m *mcModel) eligible(s *mcState) bool {
 	for i := range m.ids {
 		c := &s.cl[i]
-		if _, held := s.lock.st.HolderOf(m.ids[i]); c.paused || c.crashed && held {
+		if _, held := lockSt(s).HolderOf(m.ids[i]); c.paused || c.crashed && held {
 			return false
 		}
 	}
@@ -2474,7 +2603,15 @@ func (m *mcModel) handoverString(h Handover) string {
 
 func (m *mcModel) describe(s *mcState) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "lock rv%d %s; queue %s", s.lock.rv, m.stateString(s.lock.st), m.queueString(s.queue))
+	switch {
+	case s.lock == nil:
+		b.WriteString("no lock Lease")
+	case CheckLockLease(s.lock.l, mcLockUID) != nil:
+		fmt.Fprintf(&b, "lock Lease rv%d not the manager's %s", s.lock.rv, m.stateString(s.lock.st))
+	default:
+		fmt.Fprintf(&b, "lock rv%d %s", s.lock.rv, m.stateString(s.lock.st))
+	}
+	fmt.Fprintf(&b, "; queue %s", m.queueString(s.queue))
 	for j, w := range s.wl {
 		if w != nil {
 			who := mcDead + "/evil"

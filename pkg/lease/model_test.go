@@ -17,9 +17,9 @@ limitations under the License.
 package lease
 
 // Exhaustive model check of the lock protocol: a breadth-first search over every interleaving of
-// the API calls of the manager, up to three clients ("a", "b", "c") and a pod, running this
-// package's pure functions on real coordinationv1.Lease objects. The engine is
-// model_helpers_test.go.
+// the API calls of the manager, up to three clients ("a", "b", "c"), a pod and an adversary
+// ("mallory"), running this package's pure functions on real coordinationv1.Lease objects. The
+// engine is model_helpers_test.go, the adversary model_adversary_test.go.
 //
 // Modelled. The API server: the lock Lease (stamped by Initialize, owned by a FencedLock so
 // QueueOf and LockOf find its queue), the queue Lease (the pod's entries, WriteQueue), one waiter
@@ -56,7 +56,28 @@ package lease
 // client recognises its own permit (HolderOf); and, as pkg/lock, a client that finds it holds a
 // permit it does not know of waits for it to end instead of queueing. The pod is queued and
 // granted by the manager and may be deleted, or lose an earlier lock (a pod asking for several)
-// while it holds this one: the manager releases its grant and queues it again. Failures: crash
+// while it holds this one: the manager releases its grant and queues it again. The adversary
+// (issue 42): mallory may update, create and delete Leases but has no "grant" on fencedlocks;
+// within its budget (adversary: N writes) it may, at any point, from the current object: delete
+// the lock's Lease; create at its free name a Lease without labels, controlled by the lock, with
+// holder mallory and a forged token (above every real one), or the same one labelled; hand the
+// held lock (a permit) over to itself, to the first client holding none, or to the pod, writing a
+// forged ticket (above every ticket) or one just below the write's own revision (indistinguishable
+// from a handover's); take a lock with room as a newcomer whatever its marks say (on a semaphore,
+// also with a forged ticket in its permit); clear a waiting client's waiter Lease holder. Each
+// write happens only if the policies of config/policy admit it, evaluated in-process
+// (internal/policyeval; a configuration's without leaves policy files out), so a policy change
+// changes the model. Mallory never renews, releases or leaves: a grant of its own is revoked as
+// expirable. It does not write the queue Lease (lease-deletion refuses its DELETE as well), squat
+// a waiter Lease's name (the client deletes such a Lease), forge a join, nor write fenced
+// objects. The manager keeps the lock's Lease as ensureLease does: a missing one is created, a
+// foreign one at its name (no fencedlock labels: its cache does not see it) is read live, deleted
+// conditioned on that read and created anew, and a new one is stamped (Initialize, ServeIssued of
+// its resourceVersion, SetPermits); clients wait for a missing or unstamped Lease and take no
+// lock on, nor queue at, one the manager did not make (MadeByManager), and a write to a Lease
+// that is gone fails as a conflict (the writer reads it again). The fence is a predicate (P9).
+// With an adversary, a running waiter whose waiter Lease was cleared beats (and joins again).
+// Failures: crash
 // (stop forever), pause (until resumed), lost response of an applied write (grant, release; join
 // with lostJoin), give up.
 //
@@ -78,21 +99,27 @@ package lease
 // Reductions (all exact): revisions are replaced by their ranks in the state's key, in two
 // domains never compared with each other: the lock Lease's (resourceVersions, tokens) and the
 // queue's (the queue and waiter Leases' resourceVersions and every ticket, the served, reserved
-// and left ones too); a write that can only conflict (its copy's revision is gone; a create of a
-// waiter Lease that exists) conflicts at once, the waiter Lease writes of clients and manager as
-// the others; a copy of a waiter Lease is kept in the key as current or stale (a client's copy
-// with a ticket always shows it waiting with that ticket); data the next step overwrites before
-// reading is left out of the key.
+// and left ones too). lease.Read does compare the lock Lease's ticket with its resourceVersion
+// (a forged ticket), but every honest write stores one below it (checked on every write), so
+// without an adversary that comparison never depends on the ranks; with one, the two domains are
+// ranked as one (the manager's repair also writes a resourceVersion as a ticket), and the forged
+// token and ticket are constants above every revision. A write that can only conflict (its
+// copy's revision is gone; a create of a waiter Lease that exists) conflicts at once, the waiter
+// Lease writes of clients and manager as the others; a copy of a waiter Lease is kept in the key
+// as current or stale (a client's copy with a ticket always shows it waiting with that ticket);
+// data the next step overwrites before reading is left out of the key.
 //
 // Bounds: acquire cycles and renewals per client, and budgets of crashes, pauses, lost responses,
-// give-ups, pod deletions and the pod's requeues, split over the configurations of mcConfigs; -short runs smaller ones.
+// give-ups, pod deletions and the pod's requeues, and mallory's writes, split over the
+// configurations of mcConfigs; -short runs smaller ones.
 //
-// Properties: on every state and write (P1-P6), then over the explored graph (P7):
+// Properties: on every state and write (P1-P6, P8, P9), then over the explored graph (P7):
 //
 //	P1 no two clients believe they hold the same token; one believing it holds the lock's current
 //	   token is the Lease's holder whenever the lock is held (a revoked paused holder may still
 //	   believe in the token of a lock left free: nobody else holds it);
-//	P2 every grant's token is above every token issued before;
+//	P2 every grant's token is the resourceVersion its write is conditioned on, above every token
+//	   issued before;
 //	P3 a token whose grant ended (released, revoked, handed over) is never again a held token;
 //	P4 no write serves the ticket of a waiter that completed leaving the queue;
 //	P5 no entry the manager dropped (a dead client's waiter Lease cleared, a gone pod's entry) is
@@ -100,16 +127,24 @@ package lease
 //	   plan counts as computed from what it wrote);
 //	P6 a join that lands queues its waiter (its waiter Lease reads back as waiting); a grant or
 //	   reservation from the queue never skips a live waiter (waiter Lease waiting or pod entry
-//	   stored, owner running normally, not giving up) with a lower ticket; a newcomer grant happens only on a Lease with no waiting
-//	   mark and no reservation, and never while a live waiter is owed FIFO (its join landed, then a
-//	   lock write marked the lock waited for);
+//	   stored, owner running normally, not giving up) with a lower ticket; a newcomer grant happens
+//	   only on a Lease with no waiting mark and no reservation, and never while a live waiter is
+//	   owed FIFO (its join landed, then a lock write marked the lock waited for). P6 judges honest
+//	   writes: mallory's own may grant out of turn (as anyone allowed to update Leases can, once;
+//	   a ticket it writes below its revision skips the waiters queued then, who join again), but
+//	   every honest grant after it keeps FIFO among live waiters;
 //	P7 from every explored state, steps of running actors alone (no crash, pause, resume, lost
-//	   response, give-up, or deletion of a waiting pod) reach a state where no running client is
-//	   acquiring and the pod does not wait: live waiters are served.
+//	   response, give-up, deletion of a waiting pod, or write of mallory's) reach a state where no
+//	   running client is acquiring and the pod does not wait: live waiters are served, after
+//	   mallory's writes too (a forged ticket delays the queue, never ends it).
 //	P8 at most spec.permits permits are held, or after spec.permits was lowered below the permits
 //	   held, no more than were held then (falling as they end); no grant is made while as many
 //	   permits as the limit are held (beside the permit the write ends); one write grants at most
 //	   one permit; no two permits share a token or a holder.
+//	P9 the fence (webhook/fence.go lock: a token T is admitted iff the Lease at the lock's name
+//	   passes CheckLockLease, State.HeldToken(T) holds, and T is not below the highest token the
+//	   fenced object recorded, every holder taken to write at once) admits only a token a grant
+//	   issued on that Lease (P2) that is held now, and never a forged one.
 //
 // P1-P6 are stated per permit: "the holder" is the holder of the permit with that token, a grant
 // is a permit (holder, token) the Lease did not hold before, an ended grant one it holds no
@@ -117,7 +152,10 @@ package lease
 // token: one below every held token that came back would break P2 first), and P6's FIFO spans
 // permits (one queue serves them all).
 //
-// Teeth: TestModelFinds* put one broken transition back each and expect its counterexample.
+// Teeth: TestModelFinds* put one broken transition back each and expect its counterexample;
+// TestModelFindsForgedLockLease (the deletion policy left out, and a fence that trusts any Lease
+// the lock controls) and TestModelFindsForgedTicket (lease.Read believing every ticket) put
+// issue 42's rows back, and explore the same configuration with the fix in place as well.
 //
 // Found by the model: a semaphore's release could serve a queued waiter a second permit. A waiter
 // judged dead while paused had its entry dropped after a release (computed from a queue read
@@ -140,6 +178,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
 )
 
 // mcConfigs are the explored configurations. The failure budgets are split over several
@@ -150,6 +190,8 @@ func mcConfigs(short bool) []mcConfig {
 	b := mcClientCfg{id: "b", cycles: 1}
 	c := mcClientCfg{id: "c", cycles: 1}
 	ab, abc, a2b, a2bc := []mcClientCfg{a, b}, []mcClientCfg{a, b, c}, []mcClientCfg{a2, b}, []mcClientCfg{a2, b, c}
+	// The deletion policy left out: mallory deletes the lock's Lease, and only the fence's check stands.
+	noDeletion := []string{"lease_deletion.yaml"}
 	if short {
 		return []mcConfig{
 			{name: "two clients, crash and pause", clients: ab, crashes: 1, pauses: 1},
@@ -163,6 +205,9 @@ func mcConfigs(short bool) []mcConfig {
 			{name: "semaphore of 2, pod, pause", clients: ab, permits: 2, pod: true, podDeletes: 1, pauses: 1},
 			{name: "permits 2 to 1, three clients", clients: abc, permits: 2, retarget: 1},
 			{name: "permits 1 to 2, three clients", clients: abc, permits: 1, retarget: 2},
+			{name: "adversary, two clients", clients: ab, adversary: 1},
+			{name: "adversary, deletion admitted, one client", clients: []mcClientCfg{a}, adversary: 2,
+				without: noDeletion},
 		}
 	}
 	return []mcConfig{
@@ -192,6 +237,14 @@ func mcConfigs(short bool) []mcConfig {
 		{name: "permits 1 to 2, three clients, crash", clients: abc, permits: 1, retarget: 2, crashes: 1},
 		{name: "permits 1 to 2, pod, give-up", clients: ab, permits: 1, retarget: 2, pod: true, podDeletes: 1,
 			giveUps: 1},
+		{name: "adversary, two clients", clients: ab, adversary: 1},
+		{name: "adversary, three clients", clients: abc, adversary: 1},
+		{name: "adversary of 2, two clients", clients: ab, adversary: 2},
+		{name: "adversary, pod", clients: []mcClientCfg{a}, pod: true, podDeletes: 1, adversary: 1},
+		{name: "adversary, semaphore of 2, two clients", clients: ab, permits: 2, adversary: 1},
+		{name: "adversary, deletion admitted, one client", clients: []mcClientCfg{a}, adversary: 2, without: noDeletion},
+		{name: "adversary, deletion admitted, pod", clients: []mcClientCfg{a}, pod: true, podDeletes: 1, adversary: 2,
+			without: noDeletion},
 	}
 }
 
@@ -206,6 +259,9 @@ func TestModel(t *testing.T) {
 				r := newModel(cfg).explore(0)
 				t.Logf("%s: %d states, %d transitions, %s (P7 checked from every state; %d with no paused client "+
 					"and no crashed holder)", cfg.name, r.states, r.transitions, r.elapsed.Round(time.Millisecond), r.checked)
+				if r.admission != "" {
+					t.Logf("%s: mallory's writes, as the policies judged them:%s", cfg.name, r.admission)
+				}
 				if r.violation != "" {
 					t.Errorf("%s\ncounterexample:\n%s", r.violation, strings.Join(r.trace, "\n"))
 				}
@@ -281,6 +337,44 @@ func TestModelFindsDropGoingOn(t *testing.T) {
 func TestModelFindsReusedToken(t *testing.T) {
 	mcExpectViolation(t, mcConfig{name: "reused token", clients: []mcClientCfg{{id: "a", cycles: 1},
 		{id: "b", cycles: 1}}, permits: 2, mutation: mcReusedToken}, "P2")
+}
+
+// TestModelFindsForgedLockLease puts issue 42's first row back: the deletion policy left out,
+// mallory deletes the lock's Lease and creates one without labels at its name, controlled by the
+// lock, with a forged token; a fence that trusts any Lease the lock controls admits that token.
+// Each half of the fix alone holds: the fence's label check with the deletion policy left out,
+// and the deletion policy with the fence that trusts any controlled Lease.
+func TestModelFindsForgedLockLease(t *testing.T) {
+	cfg := mcConfig{name: "forged lock Lease", clients: []mcClientCfg{{id: "a", cycles: 1}}, adversary: 2,
+		without: []string{"lease_deletion.yaml"}, mutation: mcFenceTrustsOwner}
+	mcExpectViolation(t, cfg, "P9")
+	fenceOnly, policyOnly := cfg, cfg
+	fenceOnly.mutation, policyOnly.without = 0, nil
+	mcExpectNone(t, fenceOnly)
+	mcExpectNone(t, policyOnly)
+}
+
+// TestModelFindsForgedTicket puts issue 42's second row back: lease.Read believes a ticket at or
+// above the Lease's own resourceVersion. Mallory's handover writes one above every ticket; the
+// queued pod's ticket (below it) then counts as served for good, and it is never granted.
+func TestModelFindsForgedTicket(t *testing.T) {
+	defer func(f func(*coordinationv1.Lease, Ticket) bool) { forgedTicket = f }(forgedTicket)
+	cfg := mcConfig{name: "forged ticket", clients: []mcClientCfg{{id: "a", cycles: 1}}, pod: true, podDeletes: 1,
+		adversary: 1}
+	mcExpectNone(t, cfg)
+	forgedTicket = func(*coordinationv1.Lease, Ticket) bool { return false } // BROKEN: every ticket believed
+	cfg.mutation = mcNoForgedTicket
+	mcExpectViolation(t, cfg, "P6")
+}
+
+// mcExpectNone explores cfg, the fix in place, and expects no violation.
+func mcExpectNone(t *testing.T, cfg mcConfig) {
+	t.Helper()
+	r := newModel(cfg).explore(0)
+	t.Logf("without the mutation: %d states, %d transitions, %s", r.states, r.transitions, r.elapsed.Round(1e6))
+	if r.violation != "" {
+		t.Errorf("%s\ncounterexample:\n%s", r.violation, strings.Join(r.trace, "\n"))
+	}
 }
 
 func mcExpectViolation(t *testing.T, cfg mcConfig, property string) {

@@ -162,8 +162,12 @@ func ParsePermit(number, v string) (Permit, error) {
 	if p.Token, err = token.Parse(f[0]); err != nil {
 		return Permit{}, err
 	}
+	// Any decimal, as fencedlock.io/ticket: the lease-protocol policy admits a permit's ticket of
+	// up to 16 digits in a client's grant, above MaxTicket too. A ticket no queue issued serves
+	// nobody (Served compares it with a waiter's); refusing it would make the Lease unreadable to
+	// every client, the manager and the fence, a lock wedged by one admitted write.
 	t, err := strconv.ParseUint(f[1], 10, 64)
-	if err != nil || Ticket(t) > MaxTicket {
+	if err != nil {
 		return Permit{}, fmt.Errorf("ticket %q is not a ticket", f[1])
 	}
 	p.Ticket = Ticket(t)

@@ -35,6 +35,12 @@ func TestParsePermit(t *testing.T) {
 	if got.Holder != p.Holder || got.Token != p.Token || got.Ticket != p.Ticket || !got.RenewTime.Equal(&at) {
 		t.Fatalf("round trip of %q = %+v", p.String(), got)
 	}
+	// The highest ticket the lease-protocol policy admits in a permit (16 digits), above
+	// MaxTicket: a ticket no queue issued, which serves nobody, and the Lease stays readable.
+	forged := "42 9999999999999999 2026-12-03T07:35:10.123456Z 2026-12-03T07:35:10.123456Z mallory"
+	if got, err := ParsePermit("3", forged); err != nil || got.Ticket != 9999999999999999 {
+		t.Errorf("ParsePermit(%q) = %+v, %v", forged, got, err)
+	}
 	for _, bad := range []struct{ number, value string }{
 		{"101", p.String()}, // above MaxPermits, the API's bound
 		{"0", p.String()},
@@ -42,6 +48,7 @@ func TestParsePermit(t *testing.T) {
 		{"3", "42 7 2026-12-03T07:35:10.123456Z 2026-12-03T07:35:10.123456Z"}, // no holder
 		{"3", "042x 7 2026-12-03T07:35:10.123456Z 2026-12-03T07:35:10.123456Z a"},
 		{"3", "42 7 2026-12-03T07:35:10Z 2026-12-03T07:35:10.123456Z a"}, // not micro
+		{"3", "42 -7 2026-12-03T07:35:10.123456Z 2026-12-03T07:35:10.123456Z a"},
 	} {
 		if _, err := ParsePermit(bad.number, bad.value); err == nil {
 			t.Errorf("ParsePermit(%q, %q) accepted", bad.number, bad.value)
