@@ -144,6 +144,10 @@ func (r *FencedLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	return ctrl.Result{RequeueAfter: wake.Sub(now)}, nil
 }
 
+// conflictRecheck is how soon a lock whose Lease name is taken by a Lease the cache cannot see
+// (LeaseConflict) is looked at again: its deletion by whoever owns it brings no event.
+const conflictRecheck = 10 * time.Second
+
 // reconcile does Reconcile's work and returns when to look at the lock again (zero: at its next
 // event). Along with an error it returns the grant's deadline if one is known, for Reconcile to
 // keep.
@@ -168,7 +172,8 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 			status := *fl.Status.DeepCopy()
 			setReadyCondition(&status, fl.Generation, metav1.ConditionFalse, notReady.reason, notReady.message, now)
 			_, err := r.writeStatus(ctx, &fl, status)
-			return time.Time{}, err
+			// A Lease outside the cache's label selection sends no event when it goes: look again.
+			return now.Add(conflictRecheck), err
 		}
 		return time.Time{}, err // nil: a Lease write was made, its watch event continues the work
 	}
@@ -178,10 +183,11 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 	}
 	if st.ForgedTicket != 0 {
 		// The plan's Lease write (Settle, or the revocation that serves the queue) replaces it.
+		// One series per forged value: the note names no resourceVersion, which moves on.
 		r.recorder.Eventf(&fl, l, corev1.EventTypeWarning, locksv1alpha1.ReasonQueueRepaired, actionQueue,
-			"Annotation %s %s is at or above the Lease's resourceVersion %s: no handover wrote it, and believed "+
+			"Annotation %s %s is at or above the Lease's resourceVersion: no handover wrote it, and believed "+
 				"it would skip every waiter for good; the waiters keep their places and it is replaced",
-			locksv1alpha1.TicketAnnotation, st.ForgedTicket, l.ResourceVersion)
+			locksv1alpha1.TicketAnnotation, st.ForgedTicket)
 	}
 
 	pods, err := r.lockPods(&fl)

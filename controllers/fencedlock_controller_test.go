@@ -390,6 +390,9 @@ var _ = Describe("FencedLock controller", func() {
 		foreign := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: new("someone-elses-leader")}}
 		Expect(k8sClient.Create(ctx, foreign)).To(Succeed())
+		// Made in an earlier second than the lock (creation times have seconds): a name that
+		// collides, not a squatter, which the manager would replace.
+		time.Sleep(time.Until(foreign.CreationTimestamp.Add(time.Second)))
 		fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"}}
 		Expect(k8sClient.Create(ctx, fl)).To(Succeed())
 		Eventually(func(g Gomega) {

@@ -127,7 +127,9 @@ func (r *FencedLockReconciler) createLease(ctx context.Context, fl *locksv1alpha
 	}
 	err := r.Create(ctx, l.DeepCopy())
 	if apierrors.IsAlreadyExists(err) {
-		other, removed, err := r.removeSquatter(ctx, fl, fl.Name, claimsLock)
+		other, removed, err := r.removeSquatter(ctx, fl, fl.Name, func(l *coordinationv1.Lease) bool {
+			return claimsLock(l, fl)
+		})
 		switch {
 		case err != nil:
 			return conflict(fl), err
@@ -172,23 +174,28 @@ func (r *FencedLockReconciler) removeSquatter(ctx context.Context, fl *locksv1al
 	if err := r.Delete(ctx, other, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil && !apierrors.IsNotFound(err) {
 		return other, false, fmt.Errorf("deleting foreign lease %s: %w", name, err)
 	}
-	holder := ""
+	// Both chosen by whoever made it: cut short, so that the Event stays within its size.
+	holder, tok := "", truncate(other.Annotations[locksv1alpha1.TokenAnnotation])
 	if other.Spec.HolderIdentity != nil {
-		holder = *other.Spec.HolderIdentity
+		holder = truncate(*other.Spec.HolderIdentity)
 	}
 	logf.FromContext(ctx).Info("Deleted a foreign Lease at a name of the lock", "lease", name, "holder", holder,
-		"token", other.Annotations[locksv1alpha1.TokenAnnotation])
+		"token", tok)
 	r.recorder.Eventf(fl, nil, corev1.EventTypeWarning, locksv1alpha1.ReasonLeaseConflict, actionReplace,
 		"Deleted Lease %s/%s, made without fencedlock's labels (holder %q, token %q): no token of it was ever "+
-			"admitted; the lock's own Lease is created in its place", other.Namespace, other.Name, holder,
-		other.Annotations[locksv1alpha1.TokenAnnotation])
+			"admitted; the lock's own Lease is created in its place", other.Namespace, other.Name, holder, tok)
 	return other, true, nil
 }
 
-// claimsLock reports whether Lease l, made without fencedlock's labels, poses as a lock's Lease:
-// it carries a fencedlock.io/ annotation or names a FencedLock as its owner. Such a Lease is a
-// forgery, not a name that happens to collide.
-func claimsLock(l *coordinationv1.Lease) bool {
+// claimsLock reports whether Lease l, made without fencedlock's labels, poses as the Lease of lock
+// fl: it was made once the lock existed (in the second the lock was created, or later; a
+// squatter that watches FencedLocks is that quick), or it carries a fencedlock.io/ annotation or
+// names a FencedLock as its owner. Such a Lease is a squatter or a forgery; only one made before
+// the lock, without those marks, is a name that happens to collide (someone's leader election).
+func claimsLock(l *coordinationv1.Lease, fl *locksv1alpha1.FencedLock) bool {
+	if !l.CreationTimestamp.Before(&fl.CreationTimestamp) {
+		return true
+	}
 	for k := range l.Annotations {
 		if strings.HasPrefix(k, "fencedlock.io/") {
 			return true

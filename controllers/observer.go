@@ -71,6 +71,9 @@ type lockObservation struct {
 	// timer says that the lock's last reconcile left it a wake-up (a deadline it requeued for, or
 	// a retry), which nothing since has consumed (see setTimer).
 	timer bool
+	// served is the highest fencedlock.io/ticket this controller read on the lock's Lease that was
+	// not forged: what a forged one is read back to (servedFloor).
+	served lease.Ticket
 	// ungated are the holder pods this controller ungated, and when: until the cache shows the
 	// patch, a pod still looks gated, and patching it again would be a wasted write. An entry
 	// goes once its pod holds no permit and the cache has had ungatedMemory to catch up.
@@ -223,6 +226,22 @@ func (o *observer) seenOf(key types.NamespacedName) map[lease.Ticket]lease.Seen 
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.seen[key]
+}
+
+// servedFloor returns the ticket the queue of st is to be read above: st.Served, or, when the
+// Lease carries a forged ticket (lease.State.ForgedTicket, read as nothing served), the highest
+// honest one this controller saw. Without that floor the waiter Leases of clients served long ago,
+// which keep their holder and ticket until they go idle, would read as waiting again, and the
+// repair would grant them.
+func (o *observer) servedFloor(key types.NamespacedName, st lease.State) lease.Ticket {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	lo := o.lock(key)
+	if st.ForgedTicket == 0 {
+		lo.served = max(lo.served, st.Served)
+		return st.Served
+	}
+	return lo.served
 }
 
 // setSeen records what the judgment of the lock's queue saw.

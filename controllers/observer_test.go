@@ -157,3 +157,20 @@ func TestMalformedWaiterLeasesAreReportedOnce(t *testing.T) {
 		t.Fatalf("forgotten locks keep %d sets", len(o.malformed))
 	}
 }
+
+// After a forged ticket (lease.State.ForgedTicket, read as nothing served), the queue is read
+// above the highest honest ticket this controller saw, so that clients served long ago, whose
+// waiter Leases still name them, are not served again by the repair.
+func TestServedFloorAfterAForgedTicket(t *testing.T) {
+	o := newObserver()
+	key := types.NamespacedName{Namespace: "ns", Name: "lock"}
+	if got := o.servedFloor(key, lease.State{Served: 40}); got != 40 {
+		t.Fatalf("honest ticket: floor %d, want 40", got)
+	}
+	if got := o.servedFloor(key, lease.State{Served: 30}); got != 30 { // a recreated Lease's, lower
+		t.Fatalf("honest ticket: floor %d, want 30 (the Lease's own)", got)
+	}
+	if got := o.servedFloor(key, lease.State{ForgedTicket: 999999999999999999}); got != 40 {
+		t.Fatalf("forged ticket: floor %d, want the highest honest one, 40", got)
+	}
+}

@@ -112,14 +112,15 @@ func planQueue(in queueInput) queuePlan {
 func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.FencedLock, st lease.State,
 	pods []*corev1.Pod, holds holdsFunc, now time.Time) (p queuePlan, wait bool, err error) {
 	lk := client.ObjectKeyFromObject(fl)
-	in := queueInput{served: st.Served, st: st, lock: fl.Name,
+	served := r.observer.servedFloor(lk, st)
+	in := queueInput{served: served, st: st, lock: fl.Name,
 		holds: holds, pods: pods, seen: r.observer.seenOf(lk),
 		window: lease.Window(time.Duration(fl.Spec.LeaseDurationSeconds) * time.Second), now: now}
 	waiters, err := r.lockWaiters(fl)
 	if err != nil {
 		return planQueue(in), false, err
 	}
-	waiting, malformed := lease.Waiters(waiters, st.Served)
+	waiting, malformed := lease.Waiters(waiters, served)
 	var ql coordinationv1.Lease
 	name := locksv1alpha1.QueueLeaseName(fl.UID)
 	err = r.Get(ctx, client.ObjectKey{Namespace: fl.Namespace, Name: name}, &ql)
@@ -146,7 +147,7 @@ func (r *FencedLockReconciler) syncQueue(ctx context.Context, fl *locksv1alpha1.
 		// nothing may be served from it; its write's event brings a fresh look.
 		return p, alive, err
 	}
-	idleDue, err := r.deleteIdle(ctx, fl, waiters, st.Served, now)
+	idleDue, err := r.deleteIdle(ctx, fl, waiters, served, now)
 	p.Deadline = earliest(p.Deadline, idleDue) // never lost on an error path: set before returning it
 	if err != nil {
 		return p, false, err

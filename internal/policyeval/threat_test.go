@@ -55,7 +55,15 @@ func TestThreatModelPolicies(t *testing.T) {
 	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p",
 		Annotations: map[string]string{"fencedlock.io/recorded-token": "99999999999"}},
 		Target: corev1.ObjectReference{Kind: "Node", Name: "n"}}
+	// A release that leaves a reservation no reader can parse (the review of issue 42's change):
+	// the Lease would be unreadable, the lock and everything it fences wedged.
+	junkReservation := edit(lock, func(l *coordinationv1.Lease) {
+		l.Spec.HolderIdentity = nil
+		l.Annotations["fencedlock.io/reserved"] = "x"
+	})
 	check(t, []admitCase{
+		{"a release reserving for ticket x", dir, policyeval.LeaseWrite(lock, junkReservation, false),
+			"lease-protocol: a decimal from 1, of at most 18 digits", ""},
 		// Row 1 of issue 42: the DELETE that makes room for a forged lock Lease.
 		{"client deletes the lock Lease", dir, policyeval.LeaseWrite(lock, nil, false), "lease-deletion: only the fencedlock manager deletes it", ""},
 		{"manager deletes the lock Lease", dir, policyeval.LeaseWrite(lock, nil, true), "", ""},

@@ -122,9 +122,9 @@ func Read(l *coordinationv1.Lease) (State, error) {
 	if s.Served, err = parseTicket(l, locksv1alpha1.TicketAnnotation); err != nil {
 		return s, err
 	}
-	if s.Reserved, err = parseTicket(l, locksv1alpha1.ReservedAnnotation); err != nil {
-		return s, err
-	}
+	// A reservation that is not a ticket (an older policy let any value in) keeps the lock for
+	// nobody: read as none, and dropped by the next write that serves the queue (serve).
+	s.Reserved, _ = parseTicket(l, locksv1alpha1.ReservedAnnotation)
 	s.Waiting = l.Annotations[locksv1alpha1.WaitingAnnotation] == "true"
 	if _, ok := l.Annotations[locksv1alpha1.PermitsAnnotation]; ok { // a semaphore (permits.go)
 		s.Holder, s.AcquireTime, s.RenewTime = "", nil, nil

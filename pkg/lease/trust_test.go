@@ -101,3 +101,20 @@ func TestForgedTicket(t *testing.T) {
 			alone.Annotations[locksv1alpha1.TicketAnnotation])
 	}
 }
+
+// A reservation that is not a ticket (an older policy admitted any value) reads as none, and the
+// manager's next write drops it: one write must not make the Lease unreadable to everyone.
+func TestJunkReservation(t *testing.T) {
+	l := mk("50", "", "40")
+	l.Annotations[locksv1alpha1.ReservedAnnotation] = "x"
+	st, err := Read(l)
+	if err != nil || st.Reserved != 0 {
+		t.Fatalf("Read = Reserved %d, %v; want none and no error", st.Reserved, err)
+	}
+	if _, changed, err := Settle(l, Queue{}, now); err != nil || !changed {
+		t.Fatalf("Settle = %v, %v; want the reservation dropped", changed, err)
+	}
+	if _, ok := l.Annotations[locksv1alpha1.ReservedAnnotation]; ok {
+		t.Error("the junk reservation is still there")
+	}
+}

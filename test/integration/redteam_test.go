@@ -323,7 +323,7 @@ var _ = Describe("Red team: an ordinary principal", func() {
 
 	// Row 1b: the forged Lease is there before the manager makes the lock's (the manager is
 	// stopped while it is created: the race the attacker would otherwise have to win).
-	squatLockLease := func(mode locksv1alpha1.FenceMode) {
+	squatLockLease := func(mode locksv1alpha1.FenceMode, bare bool) {
 		stopManager()
 		running := false
 		DeferCleanup(func() {
@@ -334,7 +334,11 @@ var _ = Describe("Red team: an ordinary principal", func() {
 		fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vault"},
 			Spec: locksv1alpha1.FencedLockSpec{LeaseDurationSeconds: 3, Fence: locksv1alpha1.FenceSpec{Mode: mode}}}
 		Expect(k8sClient.Create(ctx, fl)).To(Succeed())
-		Expect(mallory.Create(ctx, forgedLockLease(fl))).To(Succeed())
+		squatter := forgedLockLease(fl)
+		if bare { // no mark of fencedlock's at all: only its name, taken once the lock exists
+			squatter.Annotations, squatter.OwnerReferences = nil, nil
+		}
+		Expect(mallory.Create(ctx, squatter)).To(Succeed())
 		startManager()
 		running = true
 
@@ -359,8 +363,15 @@ var _ = Describe("Red team: an ordinary principal", func() {
 		Expect(k8sClient.Create(ctx, util.FencedConfigMap(ns, "ledger", "vault", g.Token(), "1"))).To(Succeed())
 		Expect(g.Release(ctx)).To(Succeed())
 	}
-	It("cannot mint a token by squatting a new Strict lock's Lease name (1b)", func() { squatLockLease(locksv1alpha1.FenceModeStrict) })
-	It("cannot mint a token by squatting a new Cached lock's Lease name (1b)", func() { squatLockLease(locksv1alpha1.FenceModeCached) })
+	It("cannot mint a token by squatting a new Strict lock's Lease name (1b)", func() {
+		squatLockLease(locksv1alpha1.FenceModeStrict, false)
+	})
+	// Found by the review of the fix: a Lease with no fencedlock mark, taken at a new lock's name,
+	// was read as a name that merely collides, and the lock stayed unready for good.
+	It("cannot wedge a new lock with a bare Lease at its name (1b)", func() {
+		squatLockLease(locksv1alpha1.FenceModeCached, true)
+	})
+	It("cannot mint a token by squatting a new Cached lock's Lease name (1b)", func() { squatLockLease(locksv1alpha1.FenceModeCached, false) })
 
 	// Row 1c. Deleting another client's waiter Lease drops that waiter from the queue: it notices
 	// at its next beat (its Lease is gone) and joins again, at the back. That costs fairness only:
