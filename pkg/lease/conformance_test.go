@@ -109,65 +109,6 @@ func permitIdentities(l *coordinationv1.Lease) map[string]string {
 	return out
 }
 
-// wantPermitIdentities are the permits of an outcome as permitIdentities gives them, tokens
-// resolved against the Lease before.
-func wantPermitIdentities(w conformance.Outcome, before *coordinationv1.Lease) (map[string]string, error) {
-	bs, err := lease.Read(before)
-	if err != nil {
-		return nil, err
-	}
-	beforeTok := map[string]string{}
-	for _, p := range bs.Permits {
-		beforeTok[strconv.Itoa(p.Number)] = p.Token.String()
-	}
-	out := map[string]string{}
-	for n, p := range w.Permits {
-		if p.Raw != "" {
-			out[locksv1alpha1.PermitAnnotationPrefix+n] = p.Raw
-			continue
-		}
-		tok, err := conformance.Token(p.Token, beforeTok[n], bs.Token.String(), before.ResourceVersion)
-		if err != nil {
-			return nil, fmt.Errorf("permit %s: %w", n, err)
-		}
-		out[locksv1alpha1.PermitAnnotationPrefix+n] = fmt.Sprintf("%s %d %s", tok, p.Ticket, p.Holder)
-	}
-	return out, nil
-}
-
-// wantLimit is annotation fencedlock.io/permits after an outcome ("" for the lock format).
-func wantLimit(c conformance.Case, w conformance.Outcome) string {
-	n := c.Before.Limit
-	if w.Limit != nil {
-		n = *w.Limit
-	}
-	if n == 0 {
-		return ""
-	}
-	return strconv.Itoa(n)
-}
-
-// resolveToken turns an outcome's token ("same", "rv", "rv+N", or a number) into a value.
-func resolveToken(spec, before, rv string) (string, error) {
-	switch {
-	case spec == "same":
-		return before, nil
-	case spec == "rv":
-		return rv, nil
-	case strings.HasPrefix(spec, "rv+"):
-		n, err1 := strconv.ParseUint(rv, 10, 64)
-		d, err2 := strconv.ParseUint(strings.TrimPrefix(spec, "rv+"), 10, 64)
-		if err := errors.Join(err1, err2); err != nil {
-			return "", err
-		}
-		return strconv.FormatUint(n+d, 10), nil
-	}
-	if _, err := strconv.ParseUint(spec, 10, 64); err != nil {
-		return "", fmt.Errorf("token %q: want same, rv, rv+N or a number", spec)
-	}
-	return spec, nil
-}
-
 // expandAnnotations replaces "$token" by the token before.
 func expandAnnotations(a map[string]string, beforeToken string) map[string]string {
 	out := map[string]string{}
@@ -193,7 +134,7 @@ func checkLease(t *testing.T, c conformance.Case, before, after *coordinationv1.
 	if got := ptr.Deref(after.Spec.HolderIdentity, ""); got != want.Holder {
 		t.Errorf("holder = %q, want %q", got, want.Holder)
 	}
-	wantTok, err := resolveToken(want.Token, c.Before.Token, before.ResourceVersion)
+	wantTok, err := conformance.OutcomeToken(want.Token, c.Before.Token, before.ResourceVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,8 +144,8 @@ func checkLease(t *testing.T, c conformance.Case, before, after *coordinationv1.
 	if got, exp := protocolAnnotationsOf(after), expandAnnotations(want.Annotations, c.Before.Token); !maps.Equal(got, exp) {
 		t.Errorf("annotations = %v, want %v", got, exp)
 	}
-	if got := after.Annotations[locksv1alpha1.PermitsAnnotation]; got != wantLimit(c, want) {
-		t.Errorf("annotation %s = %q, want %q", locksv1alpha1.PermitsAnnotation, got, wantLimit(c, want))
+	if got := after.Annotations[locksv1alpha1.PermitsAnnotation]; got != conformance.WantLimit(c, &want) {
+		t.Errorf("annotation %s = %q, want %q", locksv1alpha1.PermitsAnnotation, got, conformance.WantLimit(c, &want))
 	}
 	if want.Semaphore(c.Before) {
 		checkPermits(t, before, after, want)
@@ -248,7 +189,7 @@ func checkLease(t *testing.T, c conformance.Case, before, after *coordinationv1.
 // and move renewTime only when renewed; leaseTransitions counts the grants.
 func checkPermits(t *testing.T, before, after *coordinationv1.Lease, want conformance.Outcome) {
 	t.Helper()
-	exp, err := wantPermitIdentities(want, before)
+	exp, err := conformance.WantPermits(&want, before, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -556,11 +497,11 @@ func checkRaw(t *testing.T, c conformance.Case, l, ql *coordinationv1.Lease, ws 
 		checkRawWaiter(t, c, l, ql, ws)
 		return
 	}
-	wantTok, err := resolveToken(c.Write.Token, c.Before.Token, l.ResourceVersion)
+	wantTok, err := conformance.OutcomeToken(c.Write.Token, c.Before.Token, l.ResourceVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantPermits, err := wantPermitIdentities(*c.Write, l)
+	wantPermits, err := conformance.WantPermits(c.Write, l, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -577,7 +518,7 @@ func checkRaw(t *testing.T, c conformance.Case, l, ql *coordinationv1.Lease, ws 
 			after.Annotations[locksv1alpha1.TokenAnnotation] == wantTok &&
 			maps.Equal(protocolAnnotationsOf(after), expandAnnotations(c.Write.Annotations, c.Before.Token)) &&
 			maps.Equal(permitIdentities(after), wantPermits) &&
-			after.Annotations[locksv1alpha1.PermitsAnnotation] == wantLimit(c, *c.Write) {
+			after.Annotations[locksv1alpha1.PermitsAnnotation] == conformance.WantLimit(c, c.Write) {
 			t.Errorf("%s by %s makes the write the policy refuses", tr, c.Actor)
 		}
 	}

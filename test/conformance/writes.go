@@ -84,6 +84,9 @@ func OutcomeToken(spec, installedToken, rv string) (string, error) {
 		}
 		return strconv.FormatUint(n+d, 10), nil
 	}
+	if _, err := strconv.ParseUint(spec, 10, 64); err != nil {
+		return "", fmt.Errorf("token %q: want same, rv, rv+N or a number", spec)
+	}
 	return spec, nil
 }
 

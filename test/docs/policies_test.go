@@ -46,15 +46,7 @@ var (
 // escaped quotes of CEL string literals unescaped.
 func policyMessages(t *testing.T) (static, all []string) {
 	t.Helper()
-	files, err := util.PolicyFiles()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		objs, err := util.PolicyObjects(f, "")
-		if err != nil {
-			t.Fatal(err)
-		}
+	for f, objs := range policyObjects(t) {
 		for _, obj := range objs {
 			if obj.GetKind() != "ValidatingAdmissionPolicy" {
 				continue
@@ -78,6 +70,22 @@ func policyMessages(t *testing.T) (static, all []string) {
 		t.Fatal("config/policy has no ValidatingAdmissionPolicy with a message")
 	}
 	return static, all
+}
+
+// policyObjects returns the policies and bindings of each file of config/policy.
+func policyObjects(t *testing.T) map[string][]*unstructured.Unstructured {
+	t.Helper()
+	files, err := util.PolicyFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]*unstructured.Unstructured{}
+	for _, f := range files {
+		if out[f], err = util.PolicyObjects(f, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
 }
 
 func fold(s string) string {

@@ -48,15 +48,7 @@ func TestMinimumKubernetesVersionAgrees(t *testing.T) {
 		m[1] != minKubernetesMinor {
 		t.Errorf("dist/chart/Chart.yaml: kubeVersion is %v; want \">= 1.%s.0-0\"", m, minKubernetesMinor)
 	}
-	files, err := util.PolicyFiles()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		objs, err := util.PolicyObjects(f, "")
-		if err != nil {
-			t.Fatal(err)
-		}
+	for f, objs := range policyObjects(t) {
 		for _, o := range objs {
 			if o.GetAPIVersion() != "admissionregistration.k8s.io/v1" {
 				t.Errorf("%s: %s %s is %s; the minimum Kubernetes version assumes admissionregistration.k8s.io/v1",
