@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,7 +46,8 @@ type waitOptions struct {
 
 func (w *waitOptions) addFlags(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&w.noWait, "no-wait", false, "Fail at once if the lock is held, instead of waiting for it")
-	cmd.Flags().DurationVar(&w.timeout, "timeout", 0, "Give up waiting for the lock after this long (0: wait until it is free)")
+	cmd.Flags().VarP((*flockSeconds)(&w.timeout), "timeout", "w",
+		"Give up waiting for the lock after this long: a duration (30s) or seconds (5, 0.5) as flock -w takes (0: wait until it is free)")
 	cmd.Flags().IntVarP(&w.conflictCode, "conflict-exit-code", "E", exitNotAcquired,
 		"Exit status when the lock is not acquired: held with --no-wait, or still held at --timeout")
 	cmd.MarkFlagsMutuallyExclusive("no-wait", "timeout")
@@ -204,3 +206,26 @@ func waitingLine(o *options, name, identity string, st lease.State) {
 		fmt.Fprintf(o.streams.ErrOut, "waiting for %s: the lock is not ready yet\n", name)
 	}
 }
+
+// flockSeconds is --timeout: a duration ("30s", "2m"), or bare seconds ("5", "0.5") as flock(1)'s
+// -w takes them, so that a habit of flock's works as typed.
+type flockSeconds time.Duration
+
+func (d *flockSeconds) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if f, ferr := strconv.ParseFloat(s, 64); ferr == nil {
+		v, err = time.Duration(f*float64(time.Second)), nil
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("%q is neither seconds (5, 0.5) nor a duration (30s, 2m)", s)
+	case v < 0:
+		return fmt.Errorf("%q is negative", s)
+	}
+	*d = flockSeconds(v)
+	return nil
+}
+
+func (d *flockSeconds) String() string { return time.Duration(*d).String() }
+
+func (d *flockSeconds) Type() string { return "duration" }
