@@ -92,12 +92,13 @@ func sameUserHost(identity, holder string) bool {
 // holderNote is what a progress or error line adds after a holder that is another process of
 // the waiting user on this host: a forgotten "acquire" of a script is the usual cause, and
 // waiting for it costs the rest of its lease.
-func holderNote(name, identity, holder string, tok token.Token) string {
+// The command it suggests names the namespace, so that it works as pasted.
+func holderNote(ns, name, identity, holder string, tok token.Token) string {
 	if !sameUserHost(identity, holder) {
 		return ""
 	}
 	return fmt.Sprintf(", another process of %s: if none of yours still needs it, release it with "+
-		"\"kubectl fencedlock release %s --fencing-token %s\"", userHostOf(holder), name, tok)
+		"\"kubectl fencedlock release %s -n %s --fencing-token %s\"", userHostOf(holder), name, ns, tok)
 }
 
 // ownNote marks, in a list of holders, one that is another process of identity's user and host.

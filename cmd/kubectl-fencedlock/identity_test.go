@@ -78,7 +78,7 @@ func TestWaitingForYourself(t *testing.T) {
 	me, other := userHost()+"/1-aaaa", userHost()+"/2-bbbb"
 	got := heldMessage("ns", "l", me, 1, &lock.HeldError{Holder: other, Token: 7, Permits: 1}).Error()
 	want := fmt.Sprintf(`FencedLock ns/l is held by %q with token 7, another process of %s: if none of yours still needs it, `+
-		`release it with "kubectl fencedlock release l --fencing-token 7"`, other, userHost())
+		`release it with "kubectl fencedlock release l -n ns --fencing-token 7"`, other, userHost())
 	if got != want {
 		t.Errorf("held by another process of mine:\n got %s\nwant %s", got, want)
 	}

@@ -70,7 +70,7 @@ func take(ctx context.Context, o *options, name, identity string, w waitOptions)
 		return nil, 0, err
 	}
 	l, err := lock.New(cs.CoordinationV1(), ns, name, lock.WithIdentity(identity),
-		lock.WithWaitCallback(func(st lock.Status) { waitingLine(o, name, identity, waitState(st)) }))
+		lock.WithWaitCallback(func(st lock.Status) { waitingLine(o, ns, name, identity, waitState(st)) }))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -119,7 +119,7 @@ func heldMessage(ns, name, identity string, permits int, err error) error {
 			"at a time; use another --identity", ns, name, identity, h.Token)
 	case h.Holder != "":
 		return fmt.Errorf("FencedLock %s/%s is held by %q with token %s%s", ns, name, h.Holder, h.Token,
-			holderNote(name, identity, h.Holder, h.Token))
+			holderNote(ns, name, identity, h.Holder, h.Token))
 	}
 	return fmt.Errorf("FencedLock %s/%s: all %d permits are held (by %s; last token %s)", ns, name, h.Permits,
 		strings.Join(quoted(identity, h.Holders), ", "), h.Token)
@@ -170,7 +170,7 @@ func timedOut(cs kubernetes.Interface, ns, name, identity string, after time.Dur
 		return fmt.Errorf("%s: %s", prefix, describeSemaphore(st, identity))
 	case st.Held() && !st.Semaphore:
 		return fmt.Errorf("%s: held by %q with token %s%s", prefix, st.Holder, st.Token,
-			holderNote(name, identity, st.Holder, st.Token))
+			holderNote(ns, name, identity, st.Holder, st.Token))
 	case st.Reserved != 0 || st.Waiting:
 		return fmt.Errorf("%s: free, going to the waiter at the head of its queue (token %s)", prefix, st.Token)
 	case !st.Initialized():
@@ -192,13 +192,13 @@ func waitState(st lock.Status) lease.State {
 }
 
 // waitingLine prints one progress line when Acquire finds the lock held.
-func waitingLine(o *options, name, identity string, st lease.State) {
+func waitingLine(o *options, ns, name, identity string, st lease.State) {
 	switch {
 	case st.Semaphore && st.Initialized():
 		fmt.Fprintf(o.streams.ErrOut, "waiting for %s: %s\n", name, describeSemaphore(st, identity))
 	case st.Held():
 		fmt.Fprintf(o.streams.ErrOut, "waiting for %s: held by %q (token %s)%s\n", name, st.Holder, st.Token,
-			holderNote(name, identity, st.Holder, st.Token))
+			holderNote(ns, name, identity, st.Holder, st.Token))
 	case st.Initialized():
 		fmt.Fprintf(o.streams.ErrOut, "waiting for %s: free, going to the waiters ahead in its queue (token %s)\n",
 			name, st.Token)

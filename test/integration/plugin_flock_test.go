@@ -344,8 +344,8 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 			s := plugin("acquire", "self")
 			Eventually(s.Err, 30*time.Second).Should(gbytes.Say(fmt.Sprintf(
 				`waiting for self: held by "tester@%s/\d+-[0-9a-f]{4}" \(token %s\), another process of tester@%s: `+
-					`if none of yours still needs it, release it with "kubectl fencedlock release self --fencing-token %s"`,
-				regexp.QuoteMeta(host), tok, regexp.QuoteMeta(host), tok)))
+					`if none of yours still needs it, release it with "kubectl fencedlock release self -n %s --fencing-token %s"`,
+				regexp.QuoteMeta(host), tok, regexp.QuoteMeta(host), ns, tok)))
 			_, stderr := exits(124, "acquire", "self", "--no-wait")
 			Expect(stderr).To(ContainSubstring("another process of tester@" + host))
 
