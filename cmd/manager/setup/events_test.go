@@ -34,18 +34,25 @@ import (
 	"k8s.io/client-go/tools/events"
 )
 
-// eventServer answers Event creates after a pause, counting how many are in flight at once.
+// eventServer answers Event creates once another request has arrived (or after 5 s), then after a
+// pause, counting how many are in flight at once: the Events are still in flight when that other
+// request comes, however fast the machine, unless the client holds it back behind them.
 type eventServer struct {
 	mu                sync.Mutex
 	inFlight, most, n int
 	otherDuringEvents bool
+	other             chan struct{}
+	otherOnce         sync.Once
 }
+
+func newEventServer() *eventServer { return &eventServer{other: make(chan struct{})} }
 
 func (s *eventServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !isEventRequest(r.URL.Path) {
 		s.mu.Lock()
 		s.otherDuringEvents = s.otherDuringEvents || s.inFlight > 0
 		s.mu.Unlock()
+		s.otherOnce.Do(func() { close(s.other) })
 		http.NotFound(w, r)
 		return
 	}
@@ -53,6 +60,10 @@ func (s *eventServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.inFlight++
 	s.most = max(s.most, s.inFlight)
 	s.mu.Unlock()
+	select {
+	case <-s.other:
+	case <-time.After(5 * time.Second): // held back behind the Events: the test fails on it
+	}
 	time.Sleep(20 * time.Millisecond)
 	body, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
@@ -67,7 +78,7 @@ func (s *eventServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // A burst of Events through the manager's client config is sent a few at a time, all of them,
 // while its other requests are not held back.
 func TestManagerSendsEventsAFewAtATime(t *testing.T) {
-	srv := &eventServer{}
+	srv := newEventServer()
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	cfg := clientConfig(&rest.Config{Host: ts.URL, QPS: -1, ContentConfig: rest.ContentConfig{ContentType: "application/json"}})
@@ -89,7 +100,14 @@ func TestManagerSendsEventsAFewAtATime(t *testing.T) {
 		rec.Eventf(pod, nil, corev1.EventTypeNormal, "Waiting", "Queue", "pod %d waits", i)
 	}
 	// Another request of the manager's, sent while the Events queue for their slots.
-	time.Sleep(30 * time.Millisecond)
+	for start := time.Now(); ; time.Sleep(time.Millisecond) {
+		srv.mu.Lock()
+		sending := srv.inFlight > 0
+		srv.mu.Unlock()
+		if sending || time.Since(start) > 5*time.Second {
+			break
+		}
+	}
 	if _, err := cs.CoreV1().Pods("ns").Get(ctx, "p0", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("a pod read beside the Events: %v", err)
 	}
