@@ -549,13 +549,13 @@ func scriptFlags(root string, d *docs.Doc, s docs.Span, script string, args []st
 	return out
 }
 
-// README's layout table names every top-level directory of the repository and every doc.
+// docs/development.md's layout table names every top-level directory of the repository and every doc.
 func TestLayoutTableListsTheTree(t *testing.T) {
 	root, all, _ := load(t)
-	readme := docNamed(t, all, "README.md")
+	readme := docNamed(t, all, "docs/development.md")
 	i := slices.IndexFunc(readme.Tables, func(tb docs.Table) bool { return tb.Section == "Layout" })
 	if i < 0 {
-		t.Fatalf("README.md has no table under a heading \"Layout\"")
+		t.Fatalf("docs/development.md has no table under a heading \"Layout\"")
 	}
 	table := readme.Tables[i]
 	listed := map[string]bool{}
