@@ -134,5 +134,8 @@ Done in ${SECONDS}s. The control plane and the manager keep running; explore wit
   kubectl -n $NS get events
   kubectl fencedlock -n $NS get -o wide          # the kubectl plugin (bin/kubectl-fencedlock)
   kubectl fencedlock -n $NS run ledger -- sh -c 'echo my token is \$FENCING_TOKEN'
+This plane has no scheduler and no kubelet: a pod or Job applied here (the README's quick start,
+config/samples) is gated, queued and granted, but never runs. To run one, use the real single-node
+cluster: hack/cluster-up.sh --node (root, containerd, runc, CNI plugins), as the end-to-end suite does.
 Stop everything with: make demo-down
 EOF
