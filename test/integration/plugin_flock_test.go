@@ -476,6 +476,44 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 		})
 	})
 
+	// Issue 46, point 6: "run ... -- kubectl apply" was refused with a hint to use "kubectl
+	// fencedlock run", which is what was run. The hints now name the writer that stamps the
+	// token, with -n, and work as pasted (kubectl finds the plugin on PATH, as a user's does).
+	It("refuses plain kubectl apply under run with a hint that works as pasted, and so does stamp without a token", func() {
+		kit.NewLock(ns, "paste", util.LeaseSeconds(15))
+		dir := GinkgoT().TempDir()
+		manifest := filepath.Join(dir, "cm.yaml")
+		Expect(os.WriteFile(manifest, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: pasted\n  labels:\n"+
+			"    fencedlock.io/fenced-by: paste\ndata:\n  a: \"1\"\n"), 0o600)).To(Succeed())
+		assets, err := util.Assets()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(os.Symlink(bin, filepath.Join(dir, "kubectl-fencedlock"))).To(Succeed())
+		shell := func(line string) *gexec.Session {
+			c := exec.Command("sh", "-c", line)
+			c.Env = env("PATH="+assets+":"+dir+":"+os.Getenv("PATH"), "KUBECONFIG="+kubeconfig)
+			c.Dir = dir
+			return start(c)
+		}
+		hint := regexp.MustCompile(`kubectl fencedlock run \S+ -n \S+ -- kubectl fencedlock apply -f FILE --lock \S+`)
+
+		s := shell("kubectl fencedlock run paste -n " + ns + " -- kubectl apply -n " + ns + " -f cm.yaml")
+		Eventually(s, 30*time.Second).Should(gexec.Exit(1))
+		refusal := string(s.Err.Contents())
+		Expect(refusal).To(ContainSubstring("plain kubectl sends no token, even under kubectl fencedlock run"))
+		pasted := hint.FindString(refusal)
+		Expect(pasted).NotTo(BeEmpty(), refusal)
+
+		s = shell("kubectl fencedlock apply -n " + ns + " -f cm.yaml --lock paste")
+		Eventually(s, 30*time.Second).Should(gexec.Exit(1))
+		Expect(hint.FindString(string(s.Err.Contents()))).To(Equal(pasted), "stamp and apply give the same hint")
+
+		s = shell(strings.Replace(pasted, "FILE", "cm.yaml", 1))
+		Eventually(s, 30*time.Second).Should(gexec.Exit(0), string(s.Err.Contents()))
+		cm := &corev1.ConfigMap{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pasted"}, cm)).To(Succeed())
+		Expect(cm.Annotations).To(HaveKey(locksv1alpha1.RecordedTokenAnnotation))
+	})
+
 	Describe("completion, version and packaging", func() {
 		It("completes subcommands and lock names, also through kubectl's kubectl_complete-fencedlock", func() {
 			kit.NewLock(ns, "complete-me", util.LeaseSeconds(15))
