@@ -447,6 +447,27 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 			Expect(y).NotTo(ContainSubstring("managedFields"))
 		})
 
+		// Issue 46, point 8: get had no watch mode.
+		It("get -w prints the lock, then a row per change of its Lease or FencedLock, until Ctrl-C", func() {
+			kit.NewLock(ns, "watched", util.LeaseSeconds(15))
+			s := plugin("get", "watched", "-w")
+			Eventually(s.Out, 30*time.Second).Should(gbytes.Say(`NAME\s+HOLDER\s+TOKEN\s+RENEWED\s+WAITING\s+AGE\n`))
+			Eventually(s.Out, 30*time.Second).Should(gbytes.Say(`watched\s+<none>\s+\d+\s+<none>\s+0\s+`))
+			g := holdBy("watched", "watcher-sees-me")
+			Eventually(s.Out, 30*time.Second).Should(gbytes.Say(`watched\s+watcher-sees-me\s+` + g.Token().String() + `\s+\S+ ago\s+`))
+			Expect(g.Release(ctx)).To(Succeed())
+			Eventually(s.Out, 30*time.Second).Should(gbytes.Say(`watched\s+<none>\s+` + g.Token().String() + `\s+<none>\s+`))
+			Expect(strings.Count(string(s.Out.Contents()), "NAME")).To(Equal(1), "one header")
+			Consistently(s, "500ms").ShouldNot(gexec.Exit())
+			s.Interrupt()
+			Eventually(s, 10*time.Second).Should(gexec.Exit(0))
+
+			_, stderr := exits(1, "get", "-w")
+			Expect(stderr).To(ContainSubstring("--watch takes one LOCK"))
+			_, stderr = exits(1, "get", "nope", "-w")
+			Expect(stderr).To(ContainSubstring("not found"))
+		})
+
 		It(`says "No resources found in <ns> namespace." for an empty get`, func() {
 			empty := kit.NewNamespace()
 			s := start(exec.Command(bin, "--kubeconfig", kubeconfig, "-n", empty, "get"))
