@@ -93,6 +93,10 @@ const (
 	// a held lock without it, so that ending its grants is deliberate (kubectl fencedlock delete
 	// --force sets it).
 	AllowDeleteAnnotation = "fencedlock.io/allow-delete"
+
+	// LeaderElectionID names the Lease the manager's replicas elect their leader with, in the
+	// manager's namespace.
+	LeaderElectionID = "fencedlock-manager.fencedlock.io"
 	// LockTokenAnnotationPrefix starts the annotation that carries a granted pod's token for one of
 	// its locks: "token.fencedlock.io/<lock name>" (see LockTokenAnnotation).
 	LockTokenAnnotationPrefix = "token.fencedlock.io/"

@@ -28,10 +28,12 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/fencedlock/fencedlock/cmd/manager/setup"
+	"github.com/fencedlock/fencedlock/config"
 	"github.com/fencedlock/fencedlock/controllers"
 	"github.com/fencedlock/fencedlock/test/docs"
 )
@@ -159,9 +161,9 @@ func goFlagKind(f *flag.Flag) string {
 	return "string"
 }
 
-// TestDocsQuoteTheStatusBudget checks the one figure of the manager's status budget that cli.md
-// quotes without its flag (the intervals are checked as flag defaults).
-func TestDocsQuoteTheStatusBudget(t *testing.T) {
+// TestDocsQuoteFiguresOfCode checks the figures cli.md quotes from code without a flag: the
+// status budget's burst (its intervals are checked as flag defaults) and check's.
+func TestDocsQuoteFiguresOfCode(t *testing.T) {
 	root, err := docs.Root()
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +174,33 @@ func TestDocsQuoteTheStatusBudget(t *testing.T) {
 	}
 	if want := fmt.Sprintf("after a burst of %d writes", controllers.StatusBurst); !strings.Contains(string(cli), want) {
 		t.Errorf("docs/cli.md, Two views of a lock: does not say %q (controllers.StatusBurst)", want)
+	}
+	policies, err := config.Policies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	webhooks, err := config.WebhookConfigurations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := 4 // server version, CRD, leader, fence
+	for _, p := range policies {
+		if !strings.HasSuffix(p.GetKind(), "Binding") {
+			items++
+		}
+	}
+	for _, w := range webhooks {
+		hooks, _, _ := unstructured.NestedSlice(w.Object, "webhooks")
+		items += len(hooks)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("Kubernetes is 1.%d or later", config.MinKubernetesMinor), // config.MinKubernetesMinor
+		fmt.Sprintf("checks again every %s", strings.TrimSuffix(checkRetry.String(), "s")+" s"),
+		fmt.Sprintf("1 of %d checks failed", items), // the lines of check
+	} {
+		if !strings.Contains(string(cli), want) {
+			t.Errorf("docs/cli.md, Checking the install: does not say %q", want)
+		}
 	}
 }
 

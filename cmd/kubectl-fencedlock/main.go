@@ -69,6 +69,6 @@ overwrite newer data.`,
 	flags.AddFlags(root.PersistentFlags())
 	o := &options{flags: flags, streams: streams}
 	root.AddCommand(newGetCommand(o), newAcquireCommand(o), newRenewCommand(o), newReleaseCommand(o), newRunCommand(o),
-		newStampCommand(o), newApplyCommand(o), newDeleteCommand(o), newVersionCommand(o))
+		newStampCommand(o), newApplyCommand(o), newDeleteCommand(o), newCheckCommand(o), newVersionCommand(o))
 	return root
 }

@@ -44,7 +44,7 @@ func TestMistypedFlagsAndCommandsGetSuggestions(t *testing.T) {
 		{[]string{"run", "x", "--no-wiat", "--", "true"}, "unknown flag: --no-wiat; did you mean --no-wait?"},
 		{[]string{"get", "--namespce", "b"}, "unknown flag: --namespce; did you mean --namespace?"},
 		{[]string{"release", "x", "--hold"}, `unknown flag: --hold ("acquire" has it)`},
-		{[]string{"aquire", "x"}, "Did you mean this?\n\tacquire"},
+		{[]string{"aquire", "x"}, "Did you mean this?\n\tacquire"}, //nolint:misspell // the typo is the test
 	} {
 		root := newRootCommand(genericiooptions.NewTestIOStreamsDiscard())
 		root.SetArgs(tc.args)
