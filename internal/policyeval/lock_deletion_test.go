@@ -19,6 +19,7 @@ package policyeval_test
 import (
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -49,6 +50,11 @@ func TestLockDeletion(t *testing.T) {
 	del := func(old *unstructured.Unstructured, user string) policyeval.Request {
 		return policyeval.Request{Operation: policyeval.Delete, Resource: fencedlocks, Old: old, User: user}
 	}
+	orphan := func(r policyeval.Request) policyeval.Request { r.Propagation = metav1.DeletePropagationOrphan; return r }
+	foreground := func(r policyeval.Request) policyeval.Request {
+		r.Propagation = metav1.DeletePropagationForeground
+		return r
+	}
 	const refusal = "lock-deletion: FencedLock books/ledger is held (by alice): deleting it ends the grant without a " +
 		"revocation, and refuses every later write to the objects it fences. To delete it anyway: " +
 		"kubectl fencedlock delete ledger -n books --force (or annotate it fencedlock.io/allow-delete=true, then delete it)"
@@ -64,5 +70,9 @@ func TestLockDeletion(t *testing.T) {
 			"lock-deletion: is held", ""},
 		{"the garbage collector", dir, del(lock(held, nil), "system:serviceaccount:kube-system:generic-garbage-collector"), "", ""},
 		{"the garbage collector as the controller manager", dir, del(lock(held, nil), "system:kube-controller-manager"), "", ""},
+		// kubectl delete --cascade=orphan would hang: the Lease policies keep the Leases' owner.
+		{"a free lock, orphaning its Leases", dir, orphan(del(lock(map[string]any{"token": "5"}, nil), "")),
+			"lock-deletion: FencedLock books/ledger: its Leases cannot be orphaned", ""},
+		{"a free lock, in the foreground", dir, foreground(del(lock(map[string]any{"token": "5"}, nil), "")), "", ""},
 	})
 }

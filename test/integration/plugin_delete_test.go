@@ -89,9 +89,13 @@ var _ = Describe("deleting a held FencedLock", Ordered, func() {
 		Eventually(func() bool { return apierrors.IsNotFound(exists(ns, "vault")) }, 30*time.Second).Should(BeTrue())
 	})
 
-	It("deletes a free lock without --force, with kubectl or the plugin", func() {
+	It("deletes a free lock without --force, with kubectl or the plugin, but never orphaning its Leases", func() {
 		kit.NewLock(ns, "free1")
 		kit.NewLock(ns, "free2")
+		out := run(1, kubectl, "delete", "flock", "free1", "--cascade=orphan") // it would hang
+		Expect(out).To(ContainSubstring("FencedLock " + ns + "/free1: its Leases cannot be orphaned"))
+		Expect(exists(ns, "free1")).To(Succeed())
+		Expect(kit.GetLock(ns, "free1").Finalizers).To(BeEmpty())
 		run(0, kubectl, "delete", "flock", "free1")
 		run(0, bin, "delete", "free2")
 		_ = run(1, bin, "delete", "free2") // gone
