@@ -50,7 +50,10 @@ func TestLockDeletion(t *testing.T) {
 	del := func(old *unstructured.Unstructured, user string) policyeval.Request {
 		return policyeval.Request{Operation: policyeval.Delete, Resource: fencedlocks, Old: old, User: user}
 	}
-	orphan := func(r policyeval.Request) policyeval.Request { r.Propagation = metav1.DeletePropagationOrphan; return r }
+	orphan := func(r policyeval.Request) policyeval.Request {
+		r.Propagation = metav1.DeletePropagationOrphan
+		return r
+	}
 	foreground := func(r policyeval.Request) policyeval.Request {
 		r.Propagation = metav1.DeletePropagationForeground
 		return r
