@@ -539,11 +539,13 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 		It("completes subcommands and lock names, also through kubectl's kubectl_complete-fencedlock", func() {
 			kit.NewLock(ns, "complete-me", util.LeaseSeconds(15))
 			subs, _ := exits(0, "__complete", "")
-			for _, sub := range []string{"acquire", "get", "release", "renew", "run", "stamp", "apply", "version"} {
+			for _, sub := range []string{"acquire", "get", "release", "renew", "run", "stamp", "apply", "delete", "check", "version"} {
 				Expect(subs).To(MatchRegexp(`(?m)^`+sub+`\t`), sub)
 			}
-			locks, _ := exits(0, "__complete", "acquire", "")
-			Expect(locks).To(ContainSubstring("complete-me"))
+			for _, sub := range []string{"acquire", "get", "delete"} {
+				locks, _ := exits(0, "__complete", sub, "")
+				Expect(locks).To(ContainSubstring("complete-me"), sub)
+			}
 
 			// kubectl calls kubectl_complete-fencedlock with the words after "kubectl fencedlock".
 			dir := GinkgoT().TempDir()
