@@ -305,7 +305,7 @@ var _ = Describe("Pods as lock holders", func() {
 
 		By("the lock is deleted while a pod waits: it stays gated")
 		kit.CreatePod(util.Pod(ns, "orphan", "not-yet"))
-		Expect(k8sClient.Delete(ctx, kit.GetLock(ns, "not-yet"))).To(Succeed())
+		kit.DeleteLock(ns, "not-yet") // held by "early": deliberately
 		Consistently(func() bool { return locksv1alpha1.HasLockGate(kit.GetPod(ns, "orphan")) }, "300ms").Should(BeTrue())
 	})
 })

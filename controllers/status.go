@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-	"unicode/utf8"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -49,6 +48,7 @@ func computeStatus(fl *locksv1alpha1.FencedLock, st lease.State, qp queuePlan, n
 			Token: p.Token.String(), AcquireTime: p.AcquireTime, RenewTime: p.RenewTime})
 	}
 	s.Held = fmt.Sprintf("%d/%d", len(st.Permits), fl.Spec.PermitCount())
+	s.HeldBy = heldBy(st)
 	s.WaitingCount = int32(len(qp.waiting))
 	s.Waiters = nil
 	for _, w := range qp.waiting[:min(len(qp.waiting), maxWaitersShown)] {
@@ -78,6 +78,15 @@ func onlyRenewalTimes(before, after locksv1alpha1.FencedLockStatus) bool {
 	return equality.Semantic.DeepEqual(before, after)
 }
 
+// heldBy is status.heldBy: the holder of each permit held (a lock's holder is permit 1).
+func heldBy(st lease.State) string {
+	ids := make([]string, 0, len(st.Permits))
+	for _, p := range st.Permits {
+		ids = append(ids, p.Holder)
+	}
+	return locksv1alpha1.HeldBy(ids)
+}
+
 // maxWaitersShown bounds status.waiters (the API allows ten).
 const maxWaitersShown = 10
 
@@ -92,17 +101,7 @@ const maxIdentityShown = 1024
 
 // shownIdentity returns id as status shows it: whole, or cut to maxIdentityShown bytes (at a
 // character boundary) ending in "…" so nobody mistakes it for the identity itself.
-func shownIdentity(id string) string {
-	if len(id) <= maxIdentityShown {
-		return id
-	}
-	const marker = "…"
-	cut := maxIdentityShown - len(marker)
-	for cut > 0 && !utf8.RuneStart(id[cut]) {
-		cut--
-	}
-	return id[:cut] + marker
-}
+func shownIdentity(id string) string { return locksv1alpha1.Shorten(id, maxIdentityShown) }
 
 // setHeldCondition sets Held from the Lease state.
 func setHeldCondition(s *locksv1alpha1.FencedLockStatus, gen int64, st lease.State, now time.Time) {

@@ -147,6 +147,32 @@ func TestShownIdentity(t *testing.T) {
 	}
 }
 
+// Issue 46, point 7: kubectl get flock's HOLDER column (status.heldBy) names a semaphore's
+// holders too, not only a lock's.
+func TestHeldBy(t *testing.T) {
+	fl := &locksv1alpha1.FencedLock{Spec: locksv1alpha1.FencedLockSpec{Permits: 3}}
+	sem := lease.State{Semaphore: true, Token: tokenOf(9), Permits: []lease.Permit{{Number: 1, Holder: "a", Token: tokenOf(7)},
+		{Number: 3, Holder: "c", Token: tokenOf(9)}}}
+	if got := computeStatus(fl, sem, queuePlan{}, t0).HeldBy; got != "a, c" {
+		t.Errorf("a semaphore's heldBy = %q, want %q", got, "a, c")
+	}
+	lock := lease.State{Holder: "a", Token: tokenOf(7), Permits: []lease.Permit{{Number: 1, Holder: "a", Token: tokenOf(7)}}}
+	if got := computeStatus(&locksv1alpha1.FencedLock{}, lock, queuePlan{}, t0).HeldBy; got != "a" {
+		t.Errorf("a lock's heldBy = %q, want %q", got, "a")
+	}
+	if got := computeStatus(fl, lease.State{Semaphore: true, Token: tokenOf(9)}, queuePlan{}, t0).HeldBy; got != "" {
+		t.Errorf("a free semaphore's heldBy = %q, want empty", got)
+	}
+	many := sem
+	many.Permits = nil
+	for i := 1; i <= 3; i++ {
+		many.Permits = append(many.Permits, lease.Permit{Number: i, Holder: strings.Repeat("h", 600), Token: tokenOf(7)})
+	}
+	if got := computeStatus(fl, many, queuePlan{}, t0).HeldBy; len(got) > locksv1alpha1.MaxHeldByLength || !strings.HasSuffix(got, "…") {
+		t.Errorf("heldBy of three 600-byte identities is %d bytes, ending %q", len(got), got[len(got)-5:])
+	}
+}
+
 func TestOnlyRenewalTimes(t *testing.T) {
 	at := func(s int) *metav1.MicroTime { m := metav1.NewMicroTime(time.Unix(int64(s), 0)); return &m }
 	lock := locksv1alpha1.FencedLockStatus{Holder: "a", Token: "10", AcquireTime: at(1), RenewTime: at(1), Held: "1/1",

@@ -50,6 +50,7 @@ patches:
 YAML
 for b in ValidatingAdmissionPolicyBinding:lease-protocol ValidatingAdmissionPolicyBinding:queue-lease \
   ValidatingAdmissionPolicyBinding:waiter-lease ValidatingAdmissionPolicyBinding:lease-deletion \
+  ValidatingAdmissionPolicyBinding:lock-deletion \
   ValidatingAdmissionPolicyBinding:fenced-subresources ValidatingAdmissionPolicyBinding:pod-binding \
   ValidatingAdmissionPolicyBinding:pod-grant \
   MutatingAdmissionPolicyBinding:token-record ClusterRoleBinding:manager-scale-targets; do
@@ -80,7 +81,7 @@ got=$(grep -l '^kind:\|^  kind: ' -r "$C/templates" --include='*.yaml' --exclude
 # The plugin keeps templates of files it no longer generates: none here, the scratch dir is new.
 grep -q 'kind: Role$' "$C/templates/rbac/manager-secrets-role.yaml" ||
   { echo "the certificate Secret's Role is missing from the generated chart" >&2; exit 1; }
-for p in lease-protocol queue-lease waiter-lease lease-deletion fenced-subresources pod-binding pod-grant token-record; do
+for p in lease-protocol queue-lease waiter-lease lease-deletion lock-deletion fenced-subresources pod-binding pod-grant token-record; do
   [ "$(cat "$C"/templates/*/"$p".yaml "$C"/templates/*/"$p"-binding.yaml 2> /dev/null | grep -c '^kind: .*AdmissionPolicy')" = 2 ] ||
     { echo "admission policy $p or its binding is missing from the generated chart" >&2; exit 1; }
 done

@@ -239,9 +239,8 @@ func presentedToken(req Request, lk Lock) (token.Token, *Decision) {
 	raw, ok := req.New.Annotations[locksv1alpha1.RecordedTokenAnnotation]
 	if !ok {
 		d := deny(ReasonMissingToken, "writes to %s must present annotation %s with the writer's fencing token "+
-			"for lock %s, every time (a stored object keeps no token to inherit; in a pod: $FENCING_TOKEN; "+
-			"from a shell: kubectl fencedlock run %s -- ...)",
-			req.Object, locksv1alpha1.TokenAnnotation, lk.Key, lockName(lk.Key))
+			"for lock %s, every time (a stored object keeps no token to inherit; in a pod: $FENCING_TOKEN). %s",
+			req.Object, locksv1alpha1.TokenAnnotation, lk.Key, shellRemedy(lk.Key))
 		return 0, &d
 	}
 	t, err := token.Parse(raw)
@@ -419,6 +418,17 @@ func recordedToken(m *metav1.ObjectMeta) token.Token {
 	}
 	t, _ := token.Parse(m.Annotations[locksv1alpha1.RecordedTokenAnnotation])
 	return t
+}
+
+// shellRemedy says how to write with a token from a shell, as commands that work as pasted. The
+// fence cannot tell whether the refused write ran under "kubectl fencedlock run" (plain kubectl
+// presents no token there either, the usual mistake), so it names the writer that stamps one.
+func shellRemedy(key string) string {
+	ns, name, _ := strings.Cut(key, "/")
+	return fmt.Sprintf("From a shell, write through the plugin, which stamps the token: "+
+		"kubectl fencedlock run %[2]s -n %[1]s -- kubectl fencedlock apply -f FILE --lock %[2]s "+
+		"(plain kubectl sends no token, even under kubectl fencedlock run; there, pipe it: "+
+		"kubectl fencedlock stamp -f FILE --lock %[2]s | kubectl apply -f -)", ns, name)
 }
 
 func lockName(key string) string {

@@ -123,6 +123,12 @@ func TestDecide(t *testing.T) {
 			inMessage: "must present annotation fencedlock.io/token"},
 		{name: "update presenting no token inherits nothing from the stored object", op: update, old: obj("settlement", "34"),
 			new: obj("settlement", ""), lock: ready(34, "b"), want: ReasonMissingToken, inMessage: "every time"},
+		// Issue 46, point 6: the hint suggested "kubectl fencedlock run", which a refused
+		// "run ... -- kubectl apply" had run; it names the writer that stamps, with -n.
+		{name: "missing token: the shell hint pastes", op: create, new: obj("settlement", ""), lock: ready(34, "b"),
+			want: ReasonMissingToken, inMessage: "kubectl fencedlock run settlement -n default -- kubectl fencedlock apply -f FILE " +
+				"--lock settlement (plain kubectl sends no token, even under kubectl fencedlock run; there, pipe it: " +
+				"kubectl fencedlock stamp -f FILE --lock settlement | kubectl apply -f -)"},
 		{name: "token not recorded: the policy is missing", op: update, old: obj("settlement", "34"),
 			new: unrecorded(obj("settlement", ""), "34"), lock: ready(34, "b"), want: ReasonPolicyMissing, inMessage: "install config/policy"},
 		{name: "empty token", op: create, new: obj("settlement", "x"), lock: ready(34, "b"), want: ReasonMalformedToken},

@@ -173,6 +173,13 @@ type FencedLockStatus struct {
 	// +optional
 	Holders []Holder `json:"holders,omitempty"`
 
+	// heldBy names the holders for kubectl get: status.holder for a lock, and for a semaphore
+	// each permit's holder in permit order, joined by ", " and cut to 1024 bytes ending in "…"
+	// (status.holders lists each).
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	HeldBy string `json:"heldBy,omitempty"`
+
 	// held is how many permits are held out of spec.permits, as "2/3" (for kubectl get).
 	// +kubebuilder:validation:MaxLength=16
 	// +optional
@@ -203,10 +210,14 @@ type FencedLockStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=flock,categories=fencedlock
+// The columns show only what the status keeps current: holders, tokens and grants are written
+// when they change, a renewal alone at most once per the manager's --status-renewal-interval, so
+// a renewal column would read as an expired lease. kubectl fencedlock get shows the Lease's
+// renewals (docs/cli.md, "Two views of a lock").
 // +kubebuilder:printcolumn:name="Held",type=string,JSONPath=`.status.held`
-// +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.holder`
+// +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.heldBy`,description="The holder, or each permit's holder of a semaphore"
 // +kubebuilder:printcolumn:name="Token",type=string,JSONPath=`.status.token`
-// +kubebuilder:printcolumn:name="Renewed",type=date,JSONPath=`.status.renewTime`
+// +kubebuilder:printcolumn:name="Acquired",type=date,JSONPath=`.status.acquireTime`,description="When the lock's holder was granted it (a semaphore's permits: status.holders)"
 // +kubebuilder:printcolumn:name="Waiting",type=integer,JSONPath=`.status.waitingCount`
 // +kubebuilder:printcolumn:name="Permits",type=integer,JSONPath=`.spec.permits`,priority=1
 // +kubebuilder:printcolumn:name="Lease",type=integer,JSONPath=`.spec.leaseDurationSeconds`,priority=1

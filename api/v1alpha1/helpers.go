@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -124,4 +125,27 @@ func (s FencedLockSpec) PermitCount() int {
 		return 1
 	}
 	return int(s.Permits)
+}
+
+// MaxHeldByLength bounds status.heldBy, as its schema does.
+const MaxHeldByLength = 1024
+
+// HeldBy returns status.heldBy for the holders' identities, in permit order: joined by ", ",
+// cut to MaxHeldByLength bytes.
+func HeldBy(identities []string) string {
+	return Shorten(strings.Join(identities, ", "), MaxHeldByLength)
+}
+
+// Shorten returns s whole if it fits in n bytes, else cut at a character boundary to n bytes
+// ending in "…", so that nobody mistakes it for the whole.
+func Shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const marker = "…"
+	cut := n - len(marker)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + marker
 }

@@ -87,6 +87,16 @@ const (
 	// union with the label's lock). The pod gate sets LockLabel to the pod's first lock when the pod
 	// has no label, so the manager's label-selected cache and policies see the pod.
 	LocksAnnotation = "fencedlock.io/locks"
+
+	// AllowDeleteAnnotation, "true" on a FencedLock, lets it be deleted while held: the
+	// ValidatingAdmissionPolicy lock-deletion (config/policy/lock_deletion.yaml) refuses to delete
+	// a held lock without it, so that ending its grants is deliberate (kubectl fencedlock delete
+	// --force sets it).
+	AllowDeleteAnnotation = "fencedlock.io/allow-delete"
+
+	// LeaderElectionID names the Lease the manager's replicas elect their leader with, in the
+	// manager's namespace.
+	LeaderElectionID = "fencedlock-manager.fencedlock.io"
 	// LockTokenAnnotationPrefix starts the annotation that carries a granted pod's token for one of
 	// its locks: "token.fencedlock.io/<lock name>" (see LockTokenAnnotation).
 	LockTokenAnnotationPrefix = "token.fencedlock.io/"

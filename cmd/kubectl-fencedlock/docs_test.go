@@ -19,16 +19,22 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/fencedlock/fencedlock/cmd/manager/setup"
+	"github.com/fencedlock/fencedlock/config"
+	"github.com/fencedlock/fencedlock/controllers"
 	"github.com/fencedlock/fencedlock/test/docs"
 )
 
@@ -95,6 +101,8 @@ func checkBareFlags(d *docs.Doc, plugin *cobra.Command, manager *flag.FlagSet) [
 		case d.Path == "docs/operations.md" || (!cli && isLong && manager.Lookup(name) != nil):
 			continue // the manager's (test/docs)
 		case len(pluginFlags(plugin, q.Name)) > 0:
+		case cli && isLong && manager.Lookup(name) != nil:
+			continue // "the manager's `--status-renewal-interval`": its default is checked in checkDefaults
 		case cli:
 			problems = append(problems, docs.Problem{Doc: d.Path, Line: q.Line, Quote: q.Quote,
 				Code: fmt.Sprintf("no command of the plugin has %s (another program's flag is quoted after its name, as etcdutl's `--bump-revision`, or with its command)", q.Name)})
@@ -112,14 +120,20 @@ func checkDefaults(d *docs.Doc, plugin *cobra.Command, manager *flag.FlagSet) []
 	cli := d.Path == "docs/cli.md"
 	for _, q := range d.Defaults() {
 		for i, name := range q.Flags {
-			if !cli && manager.Lookup(name) != nil {
-				continue // the manager's (test/docs)
-			}
 			v := q.Values[0]
 			switch {
 			case len(q.Values) == len(q.Flags):
 				v = q.Values[i]
 			case len(q.Flags) > 1:
+				continue
+			}
+			if f := manager.Lookup(name); f != nil && len(pluginFlags(plugin, "--"+name)) == 0 {
+				// The manager's: test/docs checks other docs; cli.md quotes the status budget's
+				// intervals, which bound how stale kubectl get flock is ("Two views of a lock").
+				if equal, ok := docs.SameDefault(goFlagKind(f), f.DefValue, v); cli && ok && !equal {
+					problems = append(problems, docs.Problem{Doc: d.Path, Line: q.Line, Quote: q.Quote,
+						Code: fmt.Sprintf("the manager's --%s defaults to %q", name, f.DefValue)})
+				}
 				continue
 			}
 			for _, f := range pluginFlags(plugin, "--"+name) {
@@ -132,6 +146,62 @@ func checkDefaults(d *docs.Doc, plugin *cobra.Command, manager *flag.FlagSet) []
 		}
 	}
 	return problems
+}
+
+// goFlagKind is the kind docs.SameDefault compares a manager flag's default as.
+func goFlagKind(f *flag.Flag) string {
+	switch f.Value.(flag.Getter).Get().(type) {
+	case time.Duration:
+		return "duration"
+	case int:
+		return "int"
+	case bool:
+		return "bool"
+	}
+	return "string"
+}
+
+// TestDocsQuoteFiguresOfCode checks the figures cli.md quotes from code without a flag: the
+// status budget's burst (its intervals are checked as flag defaults) and check's.
+func TestDocsQuoteFiguresOfCode(t *testing.T) {
+	root, err := docs.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := os.ReadFile(filepath.Join(root, "docs", "cli.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("after a burst of %d writes", controllers.StatusBurst); !strings.Contains(string(cli), want) {
+		t.Errorf("docs/cli.md, Two views of a lock: does not say %q (controllers.StatusBurst)", want)
+	}
+	policies, err := config.Policies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	webhooks, err := config.WebhookConfigurations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := 4 // server version, CRD, leader, fence
+	for _, p := range policies {
+		if !strings.HasSuffix(p.GetKind(), "Binding") {
+			items++
+		}
+	}
+	for _, w := range webhooks {
+		hooks, _, _ := unstructured.NestedSlice(w.Object, "webhooks")
+		items += len(hooks)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("Kubernetes is 1.%d or later", config.MinKubernetesMinor), // config.MinKubernetesMinor
+		fmt.Sprintf("checks again every %s", strings.TrimSuffix(checkRetry.String(), "s")+" s"),
+		fmt.Sprintf("1 of %d checks failed", items), // the lines of check
+	} {
+		if !strings.Contains(string(cli), want) {
+			t.Errorf("docs/cli.md, Checking the install: does not say %q", want)
+		}
+	}
 }
 
 // undocumentedFlags returns a problem for every flag of a plugin command that cli does not name.

@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -48,7 +49,7 @@ func scheme() *runtime.Scheme {
 }
 
 func newGetCommand(o *options) *cobra.Command {
-	var all bool
+	var all, watch bool
 	out := newPrintFlags("", outputWide)
 	cmd := &cobra.Command{
 		Use:     "get [LOCK]",
@@ -64,13 +65,19 @@ func newGetCommand(o *options) *cobra.Command {
   kubectl fencedlock get -A -o wide
 
   # The token of a lock as its status shows it
-  kubectl fencedlock get settlement -o jsonpath='{.status.token}'`,
+  kubectl fencedlock get settlement -o jsonpath='{.status.token}'
+
+  # A line per change of holder, token, renewal or queue, until Ctrl-C
+  kubectl fencedlock get settlement -w`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: o.completeLocks,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			printer, err := out.printer()
 			if err != nil {
 				return err
+			}
+			if watch && (len(args) != 1 || all) {
+				return errors.New("--watch takes one LOCK, and no --all-namespaces")
 			}
 			cl, _, err := o.clients()
 			if err != nil {
@@ -85,6 +92,9 @@ func newGetCommand(o *options) *cobra.Command {
 				var fl locksv1alpha1.FencedLock
 				if err := cl.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: args[0]}, &fl); err != nil {
 					return err
+				}
+				if watch {
+					return watchLock(cmd.Context(), o, ns, fl.Name, printer, *out.OutputFormat == outputWide)
 				}
 				list.Items = append(list.Items, fl)
 			} else {
@@ -123,6 +133,7 @@ func newGetCommand(o *options) *cobra.Command {
 	}
 	out.addFlags(cmd, "a table")
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "List locks of all namespaces")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "After printing the lock, print it again at every change of its Lease or FencedLock, until interrupted")
 	return cmd
 }
 

@@ -64,9 +64,11 @@ overwrite newer data.`,
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl fencedlock"},
 	}
 	root.CompletionOptions.HiddenDefaultCmd = false
+	root.SuggestionsMinimumDistance = suggestionDistance
+	root.SetFlagErrorFunc(flagError)
 	flags.AddFlags(root.PersistentFlags())
 	o := &options{flags: flags, streams: streams}
 	root.AddCommand(newGetCommand(o), newAcquireCommand(o), newRenewCommand(o), newReleaseCommand(o), newRunCommand(o),
-		newStampCommand(o), newApplyCommand(o), newVersionCommand(o))
+		newStampCommand(o), newApplyCommand(o), newDeleteCommand(o), newCheckCommand(o), newVersionCommand(o))
 	return root
 }

@@ -89,9 +89,12 @@ func showLease(fl *locksv1alpha1.FencedLock, st lease.State) {
 		fl.Status.LeaseTransitions = st.Transitions
 	}
 	fl.Status.Holders = nil
+	ids := make([]string, 0, len(st.Permits))
 	for _, p := range st.Permits {
 		fl.Status.Holders = append(fl.Status.Holders, locksv1alpha1.Holder{Permit: int32(p.Number), Identity: p.Holder,
 			Token: p.Token.String(), AcquireTime: p.AcquireTime, RenewTime: p.RenewTime})
+		ids = append(ids, p.Holder)
 	}
+	fl.Status.HeldBy = locksv1alpha1.HeldBy(ids)
 	fl.Status.Held = fmt.Sprintf("%d/%d", len(st.Permits), fl.Spec.PermitCount())
 }

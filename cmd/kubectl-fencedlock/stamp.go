@@ -17,7 +17,6 @@ limitations under the License.
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
@@ -55,7 +54,7 @@ func (s *stampOptions) stamp(b *resource.Builder, o *options) ([]*resource.Info,
 		raw = os.Getenv("FENCING_TOKEN")
 	}
 	if raw == "" {
-		return nil, errors.New("no token: pass --fencing-token or run under `kubectl fencedlock run` ($FENCING_TOKEN)")
+		return nil, s.noToken(o)
 	}
 	tok, err := token.Parse(raw)
 	if err != nil {
@@ -103,6 +102,21 @@ func (s *stampOptions) stamp(b *resource.Builder, o *options) ([]*resource.Info,
 		u.SetAnnotations(annotations)
 	}
 	return infos, nil
+}
+
+// noToken is the error of a stamp or apply without a token, with the command that gives it one,
+// complete but for the file and as it would run here (the namespace named).
+func (s *stampOptions) noToken(o *options) error {
+	lock := s.lock
+	if lock == "" {
+		lock = "LOCK"
+	}
+	ns, _, err := o.objectNamespace()
+	if err != nil {
+		ns = "NAMESPACE"
+	}
+	return fmt.Errorf("no fencing token: pass --fencing-token, or run under the lock, which sets $FENCING_TOKEN: "+
+		"kubectl fencedlock run %[1]s -n %[2]s -- kubectl fencedlock apply -f FILE --lock %[1]s", lock, ns)
 }
 
 func newStampCommand(o *options) *cobra.Command {

@@ -36,6 +36,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/cmd/manager/setup"
 	"github.com/fencedlock/fencedlock/controllers"
 	// +kubebuilder:scaffold:imports
@@ -150,7 +151,7 @@ func main() {
 			HealthProbeBindAddress: f.ProbeAddr,
 			PprofBindAddress:       f.PprofAddr,
 			LeaderElection:         f.LeaderElect,
-			LeaderElectionID:       "fencedlock-manager.fencedlock.io",
+			LeaderElectionID:       locksv1alpha1.LeaderElectionID,
 			LeaseDuration:          &f.LeaseDuration,
 			RenewDeadline:          &f.RenewDeadline,
 			RetryPeriod:            &f.RetryPeriod,

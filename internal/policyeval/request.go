@@ -63,6 +63,8 @@ type Request struct {
 	Manager bool
 	// User is the writer's name (request.userInfo.username); "" for a default one.
 	User string
+	// Propagation is a DELETE's propagationPolicy (request.options); "" for the default.
+	Propagation metav1.DeletionPropagation
 }
 
 // LeaseWrite is the write that turns Lease before into after: a CREATE when before is nil, a
@@ -122,7 +124,7 @@ func (r Request) attributes() (admission.Attributes, error) {
 		}
 	}
 	return admission.NewAttributesRecord(asObject(uObj), asObject(uOld), kind, ns, name, r.Resource, r.Subresource,
-		r.Operation, options(r.Operation), false, u), nil
+		r.Operation, r.options(), false, u), nil
 }
 
 // present returns o, nil for a nil interface or a typed nil pointer.
@@ -182,15 +184,19 @@ func toUnstructured(o runtime.Object, kind schema.GroupVersionKind) (*unstructur
 }
 
 // options are the operation's options as the API server's handlers pass them to admission.
-func options(op Operation) runtime.Object {
+func (r Request) options() runtime.Object {
 	gv := metav1.SchemeGroupVersion
-	switch op {
+	switch r.Operation {
 	case Create:
 		return &metav1.CreateOptions{TypeMeta: metav1.TypeMeta{APIVersion: gv.String(), Kind: "CreateOptions"}}
 	case Update:
 		return &metav1.UpdateOptions{TypeMeta: metav1.TypeMeta{APIVersion: gv.String(), Kind: "UpdateOptions"}}
 	case Delete:
-		return &metav1.DeleteOptions{TypeMeta: metav1.TypeMeta{APIVersion: gv.String(), Kind: "DeleteOptions"}}
+		o := &metav1.DeleteOptions{TypeMeta: metav1.TypeMeta{APIVersion: gv.String(), Kind: "DeleteOptions"}}
+		if r.Propagation != "" {
+			o.PropagationPolicy = &r.Propagation
+		}
+		return o
 	}
 	return nil
 }

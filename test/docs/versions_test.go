@@ -20,15 +20,16 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"testing"
 
+	"github.com/fencedlock/fencedlock/config"
 	"github.com/fencedlock/fencedlock/test/util"
 )
 
-// minKubernetesMinor is the oldest Kubernetes that serves every admission policy of config/policy
-// at the version it is written in: MutatingAdmissionPolicy (the token record) is
-// admissionregistration.k8s.io/v1 from 1.36.
-const minKubernetesMinor = "36"
+// minKubernetesMinor is config.MinKubernetesMinor, which kubectl fencedlock check holds the
+// server to.
+var minKubernetesMinor = strconv.Itoa(config.MinKubernetesMinor)
 
 // The README's minimum Kubernetes version, the chart's kubeVersion and the policies' API version
 // tell one story.

@@ -447,6 +447,27 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 			Expect(y).NotTo(ContainSubstring("managedFields"))
 		})
 
+		// Issue 46, point 8: get had no watch mode.
+		It("get -w prints the lock, then a row per change of its Lease or FencedLock, until Ctrl-C", func() {
+			kit.NewLock(ns, "watched", util.LeaseSeconds(15))
+			s := plugin("get", "watched", "-w")
+			Eventually(s.Out, 30*time.Second).Should(gbytes.Say(`NAME\s+HOLDER\s+TOKEN\s+RENEWED\s+WAITING\s+AGE\n`))
+			Eventually(s.Out, 30*time.Second).Should(gbytes.Say(`watched\s+<none>\s+\d+\s+<none>\s+0\s+`))
+			g := holdBy("watched", "watcher-sees-me")
+			Eventually(s.Out, 30*time.Second).Should(gbytes.Say(`watched\s+watcher-sees-me\s+` + g.Token().String() + `\s+\S+ ago\s+`))
+			Expect(g.Release(ctx)).To(Succeed())
+			Eventually(s.Out, 30*time.Second).Should(gbytes.Say(`watched\s+<none>\s+` + g.Token().String() + `\s+<none>\s+`))
+			Expect(strings.Count(string(s.Out.Contents()), "NAME")).To(Equal(1), "one header")
+			Consistently(s, "500ms").ShouldNot(gexec.Exit())
+			s.Interrupt()
+			Eventually(s, 10*time.Second).Should(gexec.Exit(0))
+
+			_, stderr := exits(1, "get", "-w")
+			Expect(stderr).To(ContainSubstring("--watch takes one LOCK"))
+			_, stderr = exits(1, "get", "nope", "-w")
+			Expect(stderr).To(ContainSubstring("not found"))
+		})
+
 		It(`says "No resources found in <ns> namespace." for an empty get`, func() {
 			empty := kit.NewNamespace()
 			s := start(exec.Command(bin, "--kubeconfig", kubeconfig, "-n", empty, "get"))
@@ -476,15 +497,55 @@ var _ = Describe("kubectl fencedlock as flock(1)", Ordered, ContinueOnFailure, f
 		})
 	})
 
+	// Issue 46, point 6: "run ... -- kubectl apply" was refused with a hint to use "kubectl
+	// fencedlock run", which is what was run. The hints now name the writer that stamps the
+	// token, with -n, and work as pasted (kubectl finds the plugin on PATH, as a user's does).
+	It("refuses plain kubectl apply under run with a hint that works as pasted, and so does stamp without a token", func() {
+		kit.NewLock(ns, "paste", util.LeaseSeconds(15))
+		dir := GinkgoT().TempDir()
+		manifest := filepath.Join(dir, "cm.yaml")
+		Expect(os.WriteFile(manifest, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: pasted\n  labels:\n"+
+			"    fencedlock.io/fenced-by: paste\ndata:\n  a: \"1\"\n"), 0o600)).To(Succeed())
+		assets, err := util.Assets()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(os.Symlink(bin, filepath.Join(dir, "kubectl-fencedlock"))).To(Succeed())
+		shell := func(line string) *gexec.Session {
+			c := exec.Command("sh", "-c", line)
+			c.Env = env("PATH="+assets+":"+dir+":"+os.Getenv("PATH"), "KUBECONFIG="+kubeconfig)
+			c.Dir = dir
+			return start(c)
+		}
+		hint := regexp.MustCompile(`kubectl fencedlock run \S+ -n \S+ -- kubectl fencedlock apply -f FILE --lock \S+`)
+
+		s := shell("kubectl fencedlock run paste -n " + ns + " -- kubectl apply -n " + ns + " -f cm.yaml")
+		Eventually(s, 30*time.Second).Should(gexec.Exit(1))
+		refusal := string(s.Err.Contents())
+		Expect(refusal).To(ContainSubstring("plain kubectl sends no token, even under kubectl fencedlock run"))
+		pasted := hint.FindString(refusal)
+		Expect(pasted).NotTo(BeEmpty(), refusal)
+
+		s = shell("kubectl fencedlock apply -n " + ns + " -f cm.yaml --lock paste")
+		Eventually(s, 30*time.Second).Should(gexec.Exit(1))
+		Expect(hint.FindString(string(s.Err.Contents()))).To(Equal(pasted), "stamp and apply give the same hint")
+
+		s = shell(strings.Replace(pasted, "FILE", "cm.yaml", 1))
+		Eventually(s, 30*time.Second).Should(gexec.Exit(0), string(s.Err.Contents()))
+		cm := &corev1.ConfigMap{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pasted"}, cm)).To(Succeed())
+		Expect(cm.Annotations).To(HaveKey(locksv1alpha1.RecordedTokenAnnotation))
+	})
+
 	Describe("completion, version and packaging", func() {
 		It("completes subcommands and lock names, also through kubectl's kubectl_complete-fencedlock", func() {
 			kit.NewLock(ns, "complete-me", util.LeaseSeconds(15))
 			subs, _ := exits(0, "__complete", "")
-			for _, sub := range []string{"acquire", "get", "release", "renew", "run", "stamp", "apply", "version"} {
+			for _, sub := range []string{"acquire", "get", "release", "renew", "run", "stamp", "apply", "delete", "check", "version"} {
 				Expect(subs).To(MatchRegexp(`(?m)^`+sub+`\t`), sub)
 			}
-			locks, _ := exits(0, "__complete", "acquire", "")
-			Expect(locks).To(ContainSubstring("complete-me"))
+			for _, sub := range []string{"acquire", "get", "delete"} {
+				locks, _ := exits(0, "__complete", sub, "")
+				Expect(locks).To(ContainSubstring("complete-me"), sub)
+			}
 
 			// kubectl calls kubectl_complete-fencedlock with the words after "kubectl fencedlock".
 			dir := GinkgoT().TempDir()

@@ -18,6 +18,7 @@ package integration
 
 import (
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -78,6 +79,18 @@ var _ = Describe("kubectl fencedlock on a semaphore", Ordered, func() {
 		Expect(table).To(MatchRegexp(`pool\s+2/2\s+` + tok + `\s`))
 		Expect(table).To(MatchRegexp(`permit 1\s+h1\s+` + h1.Token().String() + `\s`))
 		Expect(table).To(MatchRegexp(`permit 2\s+shell\s+` + tok + `\s`))
+
+		// Issue 46, point 7: kubectl get flock showed a blank HOLDER for a semaphore, and a
+		// RENEWED column that the status refreshes only once per --status-renewal-interval.
+		assets, err := util.Assets()
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			out, err := exec.Command(filepath.Join(assets, "kubectl"), "--kubeconfig", kubeconfig, "-n", ns,
+				"get", "flock", "pool").CombinedOutput()
+			g.Expect(err).NotTo(HaveOccurred(), string(out))
+			g.Expect(string(out)).To(MatchRegexp(`(?m)^NAME\s+HELD\s+HOLDER\s+TOKEN\s+ACQUIRED\s+WAITING\s+AGE$`))
+			g.Expect(string(out)).To(MatchRegexp(`(?m)^pool\s+2/2\s+h1, shell\s+` + tok + `\s`))
+		}, 30*time.Second).Should(Succeed())
 
 		s := plugin("acquire", "pool", "--identity", "other", "--no-wait")
 		Eventually(s, 30*time.Second).Should(gexec.Exit(124))

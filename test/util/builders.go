@@ -18,6 +18,7 @@ package util
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -119,6 +121,16 @@ func (k Kit) createLock(offset int, fl *locksv1alpha1.FencedLock) *locksv1alpha1
 		g.Expect(max(st.Limit, 1)).To(Equal(n))
 	}, timeout, 20*time.Millisecond).Should(Succeed())
 	return fl
+}
+
+// DeleteLock deletes FencedLock ns/name deliberately, as kubectl fencedlock delete --force does:
+// annotated fencedlock.io/allow-delete first, which config/policy's lock-deletion asks of a lock
+// its status shows held.
+func (k Kit) DeleteLock(ns, name string) {
+	fl := &locksv1alpha1.FencedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}}}`, locksv1alpha1.AllowDeleteAnnotation)
+	k.g().ExpectWithOffset(1, k.Client.Patch(k.Ctx, fl, client.RawPatch(types.MergePatchType, []byte(patch)))).To(Succeed())
+	k.g().ExpectWithOffset(1, k.Client.Delete(k.Ctx, fl)).To(Succeed())
 }
 
 // GetLock reads FencedLock ns/name.
