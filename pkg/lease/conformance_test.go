@@ -38,7 +38,7 @@ import (
 
 // The conformance table (testdata/conformance.yaml, whose header describes a case) run against
 // the pure transitions: runner (a). test/integration/conformance_test.go runs the same table
-// against the API server and its admission policies, and the worked example of docs/protocol.md.
+// against the API server and its admission policies, and the shell client of docs/protocol.md (docs/examples/fencedlock.sh).
 
 func loadConformance(t *testing.T) []conformance.Case {
 	t.Helper()

@@ -32,7 +32,7 @@ import (
 // The transitions of the lock's Lease. Each changes a copy of the Lease read at some
 // resourceVersion; the caller writes it conditioned on that resourceVersion (CAS).
 //
-// Who may do what (docs/protocol.md, section 3):
+// Who may do what (docs/protocol.md, sections 2 and 3):
 //   - anyone: Grant a free lock nobody waits for; Renew and Release its own grant; join, beat and
 //     leave the queue (Queue, queue_lease.go) and mark the lock waited for (MarkWaiting, MarkLeft);
 //   - the manager alone: Initialize, Revoke, Settle (serve the queue on a free lock, drop the

@@ -122,7 +122,7 @@ func stopHolder(sess *gexec.Session, stop string) string {
 	return m[1]
 }
 
-var _ = Describe("The worked example's functions on contended locks", func() {
+var _ = Describe("The shell client's functions on contended locks", func() {
 	It("hands the lock to the queued Go client in the release write", func() {
 		ns := kit.NewNamespace()
 		kit.NewLock(ns, "ledger", util.LeaseSeconds(15))
@@ -280,7 +280,7 @@ release`), GinkgoWriter, GinkgoWriter)
 
 // Runner (c) of the conformance table: its client cases that the example's functions implement,
 // from the installed state before, compared with the state after the table gives.
-var _ = Describe("The conformance table through the worked example's functions", Ordered, ContinueOnFailure, func() {
+var _ = Describe("The conformance table through the shell client's functions", Ordered, ContinueOnFailure, func() {
 	cases, loadErr := conformanceCases()
 	var (
 		ns    string
