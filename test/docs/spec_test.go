@@ -30,7 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
-	"github.com/fencedlock/fencedlock/api/v1alpha1"
+	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/pkg/lease"
 	"github.com/fencedlock/fencedlock/test/conformance"
 	"github.com/fencedlock/fencedlock/test/docs"
@@ -181,12 +181,12 @@ func TestWaiterLeaseNamesInDocs(t *testing.T) {
 				} `json:"spec"`
 			}
 			if yaml.Unmarshal([]byte(strings.Join(b.Lines, "\n")), &l) != nil || l.Kind != "Lease" ||
-				l.Metadata.Labels[v1alpha1.RoleLabel] != v1alpha1.RoleWaiter {
+				l.Metadata.Labels[locksv1alpha1.RoleLabel] != locksv1alpha1.RoleWaiter {
 				continue
 			}
 			seen++
-			uid := l.Metadata.Labels[v1alpha1.LockUIDLabel]
-			if want := v1alpha1.WaiterLeaseName(types.UID(uid), l.Spec.HolderIdentity); l.Metadata.Name != want {
+			uid := l.Metadata.Labels[locksv1alpha1.LockUIDLabel]
+			if want := locksv1alpha1.WaiterLeaseName(types.UID(uid), l.Spec.HolderIdentity); l.Metadata.Name != want {
 				problems = append(problems, docs.Problem{Doc: d.Path, Line: b.Line, Quote: l.Metadata.Name,
 					Code: fmt.Sprintf("the waiter Lease of %q on lock uid %s is named %s", l.Spec.HolderIdentity, uid, want)})
 			}
@@ -247,8 +247,9 @@ func TestShellClientIsLinkedNotCopied(t *testing.T) {
 		t.Fatal(err)
 	}
 	script := string(b)
-	var defined []string
-	for _, m := range shellFunc.FindAllStringSubmatch(script, -1) {
+	funcs := shellFunc.FindAllStringSubmatch(script, -1)
+	defined := make([]string, 0, len(funcs))
+	for _, m := range funcs {
 		defined = append(defined, m[1])
 	}
 	if !slices.ContainsFunc(d.Links, func(l docs.Link) bool { return l.Target == "examples/fencedlock.sh" }) {
