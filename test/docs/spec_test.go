@@ -43,16 +43,21 @@ import (
 const fixturesFile = "pkg/lease/testdata/conformance.yaml"
 
 var (
-	ruleStart = regexp.MustCompile(`^- \*\*R(\d+)\.\*\*`)
+	// ruleStart begins a numbered rule: R<n> of the protocol's core, F<n> of the fence's section,
+	// P<n> of the pods' (each family numbered on its own, so sections grow without renumbering).
+	ruleStart = regexp.MustCompile(`^- \*\*([RFP])(\d+)\.\*\*`)
 	codeSpan  = regexp.MustCompile("`([^`]+)`")
 )
 
 // rule is one numbered MUST rule of docs/protocol.md: its text, continuation lines joined.
 type rule struct {
-	n    int
-	line int
-	text string
+	family string
+	n      int
+	line   int
+	text   string
 }
+
+func (r rule) id() string { return r.family + strconv.Itoa(r.n) }
 
 // rules returns the numbered rules of d: a line "- **R<n>.** …" and its indented continuation.
 func rules(d *docs.Doc) []rule {
@@ -62,8 +67,8 @@ func rules(d *docs.Doc) []rule {
 		if m == nil {
 			continue
 		}
-		n, _ := strconv.Atoi(m[1])
-		r := rule{n: n, line: i + 1, text: strings.TrimSpace(d.Lines[i])}
+		n, _ := strconv.Atoi(m[2])
+		r := rule{family: m[1], n: n, line: i + 1, text: strings.TrimSpace(d.Lines[i])}
 		for i+1 < len(d.Lines) && strings.HasPrefix(d.Lines[i+1], "  ") {
 			i++
 			r.text += " " + strings.TrimSpace(d.Lines[i])
@@ -86,9 +91,9 @@ func cited(text, label string) []string {
 	return out
 }
 
-// Every rule of docs/protocol.md is numbered in order and cites at least one fixture case that
-// exists (or, outside the fixtures' reach, a test file that exists), and every fixture case is
-// cited by some rule.
+// Every rule of docs/protocol.md is numbered in order (within its family: R, F, P) and cites at
+// least one fixture case that exists (or, outside the fixtures' reach, a test file that exists),
+// and every fixture case is cited by some rule.
 func TestRulesCiteFixtures(t *testing.T) {
 	root, all, _ := load(t)
 	d := docNamed(t, all, protocolDoc)
@@ -105,18 +110,22 @@ func TestRulesCiteFixtures(t *testing.T) {
 		t.Fatalf("%s has %d numbered rules (- **R<n>.** …); the specification states them as such", protocolDoc, len(rs))
 	}
 	var problems []docs.Problem
-	for i, r := range rs {
-		if r.n != i+1 {
-			problems = append(problems, docs.Problem{Doc: d.Path, Line: r.line, Code: fmt.Sprintf("rule R%d follows R%d: number them in order", r.n, i)})
+	last := map[string]int{}
+	for _, r := range rs {
+		if r.n != last[r.family]+1 {
+			problems = append(problems, docs.Problem{Doc: d.Path, Line: r.line,
+				Code: fmt.Sprintf("rule %s follows %s%d: number them in order", r.id(), r.family, last[r.family])})
 		}
+		last[r.family] = r.n
 		fixtures, tests := cited(r.text, "Fixtures:"), cited(r.text, "Tests:")
 		if len(fixtures)+len(tests) == 0 {
-			problems = append(problems, docs.Problem{Doc: d.Path, Line: r.line, Code: fmt.Sprintf("rule R%d cites no fixture case (Fixtures: `name`, …)", r.n)})
+			problems = append(problems, docs.Problem{Doc: d.Path, Line: r.line,
+				Code: fmt.Sprintf("rule %s cites no fixture case (Fixtures: `name`, …) nor test file (Tests: `path`, …)", r.id())})
 		}
 		for _, f := range fixtures {
 			if _, ok := names[f]; !ok {
 				problems = append(problems, docs.Problem{Doc: d.Path, Line: r.line, Quote: f,
-					Code: fmt.Sprintf("rule R%d cites a case %s does not have", r.n, fixturesFile)})
+					Code: fmt.Sprintf("rule %s cites a case %s does not have", r.id(), fixturesFile)})
 			}
 			names[f] = true
 		}
