@@ -27,6 +27,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -92,6 +93,16 @@ var _ = Describe("Protocol versions and permits, as an ordinary user", func() {
 		Expect(code).To(Equal(5), out)
 		Expect(out).To(ContainSubstring("was written by fencedlock protocol version 3, newer than version 2"))
 		Expect(kit.GetLease(ns, "vault").ResourceVersion).To(Equal(before), "nobody wrote the newer Lease")
+
+		By("the manager reports it on the lock and leaves the Lease as it is")
+		Eventually(func(g Gomega) {
+			cond := meta.FindStatusCondition(kit.GetLock(ns, "vault").Status.Conditions, locksv1alpha1.ConditionReady)
+			g.Expect(cond).NotTo(BeNil())
+			g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(cond.Reason).To(Equal(locksv1alpha1.ReasonLeaseConflict))
+			g.Expect(cond.Message).To(ContainSubstring("newer than version 2"))
+		}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+		Expect(kit.GetLease(ns, "vault").ResourceVersion).To(Equal(before))
 	})
 
 	It("cannot take a second permit of a semaphore under an identity that holds one (issue 44, point 1)", func() {
