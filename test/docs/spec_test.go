@@ -320,7 +320,7 @@ func TestSpecStatesWhatTheCodeWrites(t *testing.T) {
 	for _, want := range []struct{ re, what string }{
 		{`sets annotations .fencedlock\.io/token. and .token\.fencedlock\.io/<lock>. to the token and .fencedlock\.io/permit.`, "the pod grant patch's fencedlock.io/permit"},
 		{`annotations fencedlock\.io/token, fencedlock\.io/permit and fencedlock\.io/enqueued of a queued pod`, "the pod-grant rule for fencedlock.io/permit"},
-		{`within .--status-min-interval.`, "the bound on status lag"},
+		{`one per .--status-min-interval. \(default 1 s\) after a burst of five, so a change of holder, token or queue is mirrored within that interval`, "the bound on status lag"},
 		{`.fencedlock\.io/ticket. = the last ticket the queue issued`, "the stamp's ticket"},
 		{"creates it as .\\{\\}.", "the queue Lease's initial value"},
 	} {
