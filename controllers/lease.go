@@ -55,6 +55,10 @@ func (r *FencedLockReconciler) ensureLease(ctx context.Context, fl *locksv1alpha
 		return nil, conflict(fl), nil
 	}
 	st, err := lease.Read(&l)
+	if lease.IsNewerProtocol(err) {
+		return nil, &leaseProblem{reason: locksv1alpha1.ReasonLeaseConflict, message: fmt.Sprintf(
+			"%v; this manager leaves the Lease as it is", err)}, nil
+	}
 	if err != nil {
 		return nil, &leaseProblem{reason: locksv1alpha1.ReasonLeaseConflict, message: fmt.Sprintf(
 			"The backing Lease carries an invalid annotation (%v); restore it or delete the Lease", err)}, nil

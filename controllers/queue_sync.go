@@ -252,7 +252,8 @@ func (r *FencedLockReconciler) reportRepairs(ctx context.Context, fl *locksv1alp
 	if unreadable != "" {
 		log.Info("Started an unreadable queue afresh", "was", truncate(unreadable))
 		r.recorder.Eventf(fl, ql, corev1.EventTypeWarning, locksv1alpha1.ReasonQueueRepaired, actionQueue,
-			"Queue annotation %s was not a queue (%s); started it afresh: queued clients join again at their next beat",
+			"Queue annotation %s was not a queue (%s); started it afresh: the gated pods are queued again, "+
+				"and clients, queued on waiter Leases, keep their places",
 			locksv1alpha1.QueueAnnotation, truncate(unreadable))
 	}
 }

@@ -143,9 +143,10 @@ type FencedLockStatus struct {
 	Holder string `json:"holder,omitempty"`
 
 	// token is the lock's current fencing token as a decimal string: the token of the current
-	// holder, or of the last grant when the lock is free. Fenced writes must carry a token that is
-	// not lower than this one. For a semaphore (spec.permits above 1) it is the last token issued
-	// on any permit, and status.holders has each permit's own.
+	// holder, or of the last grant when the lock is free. A mirror of the Lease that may lag: a
+	// fenced write of a lock presents the Lease's current token while the lock is held. For a
+	// semaphore (spec.permits above 1) it is the last token issued on any permit, and a fenced
+	// write presents the token of a permit held now (status.holders has each permit's own).
 	// +kubebuilder:validation:MaxLength=20
 	// +optional
 	Token string `json:"token,omitempty"`

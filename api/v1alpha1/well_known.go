@@ -58,13 +58,18 @@ const (
 	// entry went fails its compare-and-swap instead of granting a waiter that left.
 	LeftAnnotation = "fencedlock.io/left"
 	// QueueAnnotation on a lock's queue Lease (QueueLeaseName) is its FIFO queue of waiters, as
-	// JSON: {"next": <next ticket>, "waiters": [{"ticket", "holder", "since", "beat"}, ...]}
+	// JSON: {"after": <the resourceVersion written over>, "waiters": [{"ticket", "holder", "since",
+	// "beat"}, ...]}; the manager creates it as {}
 	// (docs/protocol.md, "The queue format").
 	QueueAnnotation = "fencedlock.io/queue"
 	// QueueUnreadableAnnotation on a queue Lease keeps a QueueAnnotation value that was not a
 	// queue at all, moved aside by the write that started the queue afresh, until the manager
 	// reports it in an Event and removes it.
 	QueueUnreadableAnnotation = "fencedlock.io/queue-unreadable"
+	// ProtocolAnnotation on a lock's Lease is the version of the protocol (docs/protocol.md) its
+	// last transition was written by, as a decimal ("2"; absent: version 1, which predates it). A
+	// party that meets a version above its own stops instead of misreading the Lease.
+	ProtocolAnnotation = "fencedlock.io/protocol"
 	// PermitsAnnotation on a Lease is how many holders its lock admits at once (a semaphore's
 	// spec.permits), written by the manager when spec.permits is above 1. Its presence says the
 	// Lease carries its holders as permits (PermitAnnotation), not in spec.holderIdentity.

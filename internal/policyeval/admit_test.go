@@ -141,11 +141,11 @@ func TestWaiterAndQueueLeases(t *testing.T) {
 		{"client joins", dir, policyeval.LeaseWrite(nil, waiter, false), "", ""},
 		{"join with a ticket", dir, policyeval.LeaseWrite(nil, edit(waiter, func(l *coordinationv1.Lease) {
 			l.Annotations["fencedlock.io/ticket"] = "3"
-		}), false), "waiter-lease: carries no fencedlock.io/ticket", metav1.StatusReasonInvalid},
+		}), false), "waiter-lease: carries no fencedlock.io/ticket", metav1.StatusReasonForbidden},
 		// The ticket a beat must carry is the resourceVersion of the join (10), the manager's too.
 		{"beat with another ticket", dir, policyeval.LeaseWrite(waiter, edit(waiter, func(l *coordinationv1.Lease) {
 			l.Annotations["fencedlock.io/ticket"] = "3"
-		}), true), `waiter-lease: set annotation fencedlock.io/ticket to "10"`, metav1.StatusReasonInvalid},
+		}), true), `waiter-lease: set annotation fencedlock.io/ticket to "10"`, metav1.StatusReasonForbidden},
 		{"beat", dir, policyeval.LeaseWrite(waiter, edit(waiter, func(l *coordinationv1.Lease) {
 			l.Annotations["fencedlock.io/ticket"] = "10"
 		}), false), "", ""},

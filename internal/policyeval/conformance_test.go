@@ -18,7 +18,6 @@ package policyeval_test
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,9 +101,9 @@ func installWrite(s *memStore, name string, c conformance.Case) (policyeval.Requ
 	return policyeval.LeaseWrite(lock, sent, manager), err
 }
 
-// expectAnswer holds the answer to runner (b)'s expectation: refused by the waiter Lease's policy
-// (Invalid or Forbidden) or the lock Lease's (Forbidden), with expect.refused.policy in the
-// message; or admitted.
+// expectAnswer holds the answer to runner (b)'s expectation: refused, 403 Forbidden as every
+// refusal of the policies (docs/protocol.md, refusals), by the waiter Lease's policy or the lock
+// Lease's, with expect.refused.policy in the message; or admitted.
 func expectAnswer(t *testing.T, c conformance.Case, admitted bool, got policyeval.Refusal) {
 	t.Helper()
 	if admitted {
@@ -113,15 +112,15 @@ func expectAnswer(t *testing.T, c conformance.Case, admitted bool, got policyeva
 		}
 		return
 	}
-	policy, reasons := "lease-protocol", []metav1.StatusReason{metav1.StatusReasonForbidden}
+	policy := "lease-protocol"
 	if c.WritesWaiter() {
-		policy, reasons = "waiter-lease", []metav1.StatusReason{metav1.StatusReasonInvalid, metav1.StatusReasonForbidden}
+		policy = "waiter-lease"
 	}
 	want := c.Expect.Refused.Policy
 	if got.Policy != policy || !strings.Contains(got.Message, want) {
 		t.Fatalf("got %q, want a refusal by %s containing %q", got, policy, want)
 	}
-	if !slices.Contains(reasons, got.Reason) {
-		t.Fatalf("reason %s, want one of %v", got.Reason, reasons)
+	if got.Reason != metav1.StatusReasonForbidden {
+		t.Fatalf("reason %s, want %s", got.Reason, metav1.StatusReasonForbidden)
 	}
 }

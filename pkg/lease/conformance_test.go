@@ -26,6 +26,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -37,7 +38,7 @@ import (
 
 // The conformance table (testdata/conformance.yaml, whose header describes a case) run against
 // the pure transitions: runner (a). test/integration/conformance_test.go runs the same table
-// against the API server and its admission policies, and the worked example of docs/protocol.md.
+// against the API server and its admission policies, and the shell client of docs/protocol.md (docs/examples/fencedlock.sh).
 
 func loadConformance(t *testing.T) []conformance.Case {
 	t.Helper()
@@ -113,6 +114,9 @@ func permitIdentities(l *coordinationv1.Lease) map[string]string {
 func expandAnnotations(a map[string]string, beforeToken string) map[string]string {
 	out := map[string]string{}
 	for k, v := range a {
+		if k == locksv1alpha1.ProtocolAnnotation {
+			continue // compared on its own (conformance.WantProtocol)
+		}
 		out[k] = strings.ReplaceAll(v, "$token", beforeToken)
 	}
 	return out
@@ -143,6 +147,11 @@ func checkLease(t *testing.T, c conformance.Case, before, after *coordinationv1.
 	}
 	if got, exp := protocolAnnotationsOf(after), expandAnnotations(want.Annotations, c.Before.Token); !maps.Equal(got, exp) {
 		t.Errorf("annotations = %v, want %v", got, exp)
+	}
+	if wrote := !equality.Semantic.DeepEqual(before, after); wrote &&
+		after.Annotations[locksv1alpha1.ProtocolAnnotation] != conformance.WantProtocol(&want) {
+		t.Errorf("annotation %s = %q after a write, want %q", locksv1alpha1.ProtocolAnnotation,
+			after.Annotations[locksv1alpha1.ProtocolAnnotation], conformance.WantProtocol(&want))
 	}
 	if got := after.Annotations[locksv1alpha1.PermitsAnnotation]; got != conformance.WantLimit(c, &want) {
 		t.Errorf("annotation %s = %q, want %q", locksv1alpha1.PermitsAnnotation, got, conformance.WantLimit(c, &want))
@@ -331,6 +340,8 @@ func errorKind(err error) string {
 		return "NotQueued"
 	case errors.Is(err, lease.ErrQueueNeeded):
 		return "QueueNeeded"
+	case lease.IsNewerProtocol(err):
+		return "VersionError"
 	}
 	return "other: " + err.Error()
 }

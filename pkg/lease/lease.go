@@ -94,6 +94,9 @@ func (s State) Initialized() bool { return !s.Token.IsZero() }
 
 // Read parses the lock state a Lease carries.
 func Read(l *coordinationv1.Lease) (State, error) {
+	if _, err := CheckProtocol(l); err != nil {
+		return State{}, err
+	}
 	s := State{
 		AcquireTime: l.Spec.AcquireTime,
 		RenewTime:   l.Spec.RenewTime,
@@ -170,10 +173,15 @@ type HeldError struct {
 	Reserved Ticket
 	// Waiting: the free lock is owed to the waiters already queued (Holder is then empty).
 	Waiting bool
+	// Own: Holder is the caller, which holds a permit already (one identity holds at most one).
+	Own bool
 }
 
 func (e *HeldError) Error() string {
 	switch {
+	case e.Own:
+		return fmt.Sprintf("%q already holds a permit of the lock (token %s): one identity holds at most one; "+
+			"wait until it is released or revoked", e.Holder, e.Token)
 	case e.Holder != "":
 		return fmt.Sprintf("lock is held by %q with token %s", e.Holder, e.Token)
 	case len(e.Holders) > 0 && len(e.Holders) >= e.Limit:

@@ -60,12 +60,15 @@ const (
 	advHandover    // hand the held lock to target, with ticket (forged, or the revision now)
 	advGrab        // grant a lock with room to mallory, whatever its marks say (a newcomer)
 	advClearWaiter // clear the holder of a waiter Lease that waits (the waiter's place)
+	// advVersion: stamp the lock's Lease with a protocol version above every party's, which each
+	// would refuse to read (a VersionError): a denial of service, if the policies admitted it.
+	advVersion
 	advKinds
 )
 
 var mcAdvNames = [advKinds]string{"delete the lock's Lease", "create an unlabelled Lease at its name",
 	"create a labelled Lease at its name", "hand the lock over with a chosen ticket", "take the lock as a newcomer",
-	"clear a waiter Lease's holder"}
+	"clear a waiter Lease's holder", "stamp a newer protocol version"}
 
 // mcAdvWrite is one write mallory may try.
 type mcAdvWrite struct {
@@ -84,7 +87,7 @@ func (m *mcModel) advLockWrites(v *mcVer, now uint64) []mcAdvWrite {
 	if !m.managers(v.l) {
 		return nil // mallory's own Lease: the manager replaces it
 	}
-	out := []mcAdvWrite{{kind: advDelete}}
+	out := []mcAdvWrite{{kind: advDelete}, {kind: advVersion}}
 	if held := v.st.Permits; len(held) > 0 {
 		// To itself, to the first client that does not hold a permit (the clients are alike: one
 		// stands for all), or to the pod (which the policies keep for the manager); with the
@@ -167,6 +170,10 @@ func (m *mcModel) advLease(v *mcVer, w mcAdvWrite) (*coordinationv1.Lease, error
 		return l, nil
 	}
 	next := v.l.DeepCopy()
+	if w.kind == advVersion {
+		setAnnotation(next, locksv1alpha1.ProtocolAnnotation, strconv.Itoa(ProtocolVersion+1))
+		return next, nil
+	}
 	st := v.st
 	if w.kind == advHandover { // the holder's permit ends, the target's begins: one write
 		victim := st.Permits[0]

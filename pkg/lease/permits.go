@@ -248,9 +248,18 @@ func SetPermits(l *coordinationv1.Lease, n int) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	changed := setPermits(l, s, n)
+	if changed {
+		stampProtocol(l)
+	}
+	return changed, nil
+}
+
+// setPermits is SetPermits on l read as s.
+func setPermits(l *coordinationv1.Lease, s State, n int) bool {
 	switch {
 	case !s.Semaphore && n == 1:
-		return false, nil
+		return false
 	case !s.Semaphore:
 		setAnnotation(l, locksv1alpha1.PermitsAnnotation, strconv.Itoa(n))
 		if len(s.Permits) == 1 {
@@ -258,13 +267,13 @@ func SetPermits(l *coordinationv1.Lease, n int) (bool, error) {
 			s.Semaphore = true
 			writePermit(l, s, s.Permits[0])
 		}
-		return true, nil
+		return true
 	case n > 1 || len(s.Permits) > 1 || (len(s.Permits) == 1 && s.Permits[0].Token != s.Token):
 		if s.Limit == n {
-			return false, nil
+			return false
 		}
 		setAnnotation(l, locksv1alpha1.PermitsAnnotation, strconv.Itoa(n))
-		return true, nil
+		return true
 	}
 	delete(l.Annotations, locksv1alpha1.PermitsAnnotation)
 	if len(s.Permits) == 1 {
@@ -274,5 +283,5 @@ func SetPermits(l *coordinationv1.Lease, n int) (bool, error) {
 		p.Number = 1
 		writePermit(l, s, p) // fencedlock.io/ticket stays: it is the lock's last served ticket
 	}
-	return true, nil
+	return true
 }

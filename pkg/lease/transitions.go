@@ -32,7 +32,7 @@ import (
 // The transitions of the lock's Lease. Each changes a copy of the Lease read at some
 // resourceVersion; the caller writes it conditioned on that resourceVersion (CAS).
 //
-// Who may do what (docs/protocol.md, section 3):
+// Who may do what (docs/protocol.md, sections 2 and 3):
 //   - anyone: Grant a free lock nobody waits for; Renew and Release its own grant; join, beat and
 //     leave the queue (Queue, queue_lease.go) and mark the lock waited for (MarkWaiting, MarkLeft);
 //   - the manager alone: Initialize, Revoke, Settle (serve the queue on a free lock, drop the
@@ -85,6 +85,7 @@ func Initialize(l *coordinationv1.Lease) (changed bool, err error) {
 		return false, err
 	}
 	setAnnotation(l, locksv1alpha1.TokenAnnotation, tok.String())
+	stampProtocol(l)
 	l.Spec.HolderIdentity = nil
 	return true, nil
 }
@@ -116,7 +117,7 @@ func Grant(l *coordinationv1.Lease, holder string, now time.Time) (token.Token, 
 		return 0, ErrNotInitialized
 	}
 	if mine, ok := s.HolderOf(holder); ok {
-		return 0, &HeldError{Holder: holder, Token: mine.Token}
+		return 0, &HeldError{Holder: holder, Token: mine.Token, Own: true}
 	}
 	if s.Full() || s.Reserved != 0 || s.Waiting {
 		e := &HeldError{Token: s.Token, Reserved: s.Reserved, Waiting: !s.Full() && s.Waiting, Limit: s.Limit}
@@ -148,6 +149,7 @@ func grant(l *coordinationv1.Lease, s State, holder string, ticket Ticket, now t
 	t := metav1.NewMicroTime(now.Truncate(time.Microsecond))
 	p := Permit{Number: freeNumber(s), Holder: holder, Token: tok, Ticket: ticket, AcquireTime: &t, RenewTime: &t}
 	setAnnotation(l, locksv1alpha1.TokenAnnotation, tok.String())
+	stampProtocol(l)
 	writePermit(l, s, p)
 	transitions := s.Transitions + 1
 	l.Spec.LeaseTransitions = &transitions
@@ -191,6 +193,7 @@ func Renew(l *coordinationv1.Lease, holder string, tok token.Token, now time.Tim
 	}
 	p.RenewTime = &t
 	writePermit(l, s, p)
+	stampProtocol(l)
 	return nil
 }
 
@@ -268,6 +271,7 @@ func end(l *coordinationv1.Lease, holder string, tok token.Token, q *Queue, by A
 		return Handover{}, ErrQueueNeeded
 	}
 	clearPermit(l, s, p)
+	stampProtocol(l)
 	return serve(l, without(s, p), q, by, p.Holder, now)
 }
 
@@ -301,7 +305,11 @@ func Settle(l *coordinationv1.Lease, q Queue, now time.Time) (Handover, bool, er
 			return Handover{}, false, err
 		}
 	}
-	return h, !annotationsAndHolderEqual(before, l), nil
+	changed := !annotationsAndHolderEqual(before, l)
+	if changed {
+		stampProtocol(l)
+	}
+	return h, changed, nil
 }
 
 // serve is the end of every write that leaves room on the lock (a release, a revocation, a
@@ -382,11 +390,14 @@ func repairTicket(l *coordinationv1.Lease, s State, q Queue) {
 
 // MarkWaiting sets the waiting mark on the lock's Lease l, the second step of joining the queue,
 // and reports whether it changed. A queued waiter sets it again whenever it sees it cleared.
+// A Lease of a newer protocol version (CheckProtocol) is not written: the waiter's next read of it
+// reports the VersionError.
 func MarkWaiting(l *coordinationv1.Lease) bool {
-	if l.Annotations[locksv1alpha1.WaitingAnnotation] == "true" {
+	if _, err := CheckProtocol(l); err != nil || l.Annotations[locksv1alpha1.WaitingAnnotation] == "true" {
 		return false
 	}
 	setAnnotation(l, locksv1alpha1.WaitingAnnotation, "true")
+	stampProtocol(l)
 	return true
 }
 
@@ -416,6 +427,7 @@ func MarkLeft(l *coordinationv1.Lease, holder string, t Ticket) error {
 		return ErrServedWhileLeaving
 	}
 	setAnnotation(l, locksv1alpha1.LeftAnnotation, t.String())
+	stampProtocol(l)
 	return nil
 }
 

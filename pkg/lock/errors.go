@@ -59,6 +59,12 @@ var (
 	ErrKeepAliveRunning = errors.New("a keep-alive of this grant is running already")
 )
 
+// VersionError means the lock's Lease was written by a newer protocol version than this package
+// speaks (docs/protocol.md, versions): every call fails with it, at once and without writing,
+// rather than misread the Lease. Upgrade the client. It is lease.VersionError, the one type
+// every reader of a Lease returns.
+type VersionError = lease.VersionError
+
 // HeldError means the lock cannot be taken because it is held: by another holder, every permit
 // of a semaphore, or (a semaphore) by this identity already, which holds one permit at a time.
 type HeldError struct {

@@ -52,7 +52,8 @@ var ProtocolAnnotations = []string{
 }
 
 // SetProtocolAnnotations replaces l's protocol annotations (the token aside) by a, with "$token"
-// standing for tok.
+// standing for tok. The protocol version (fencedlock.io/protocol) is a's too: a state before that
+// lists none is a Lease of version 1, written before the annotation existed.
 func SetProtocolAnnotations(l *coordinationv1.Lease, a map[string]string, tok string) {
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
@@ -60,9 +61,19 @@ func SetProtocolAnnotations(l *coordinationv1.Lease, a map[string]string, tok st
 	for _, k := range ProtocolAnnotations {
 		delete(l.Annotations, k)
 	}
+	delete(l.Annotations, locksv1alpha1.ProtocolAnnotation)
 	for k, v := range a {
 		l.Annotations[k] = strings.ReplaceAll(v, "$token", tok)
 	}
+}
+
+// WantProtocol is the protocol version a write of the lock Lease leaves, after o: the one o lists,
+// or by default the version every transition of pkg/lease writes.
+func WantProtocol(o *Outcome) string {
+	if v, ok := o.Annotations[locksv1alpha1.ProtocolAnnotation]; ok {
+		return v
+	}
+	return strconv.Itoa(lease.ProtocolVersion)
 }
 
 // OutcomeToken resolves an outcome's token ("same", "rv", "rv+N", or a number) against the
@@ -104,6 +115,7 @@ func LockWrite(c Case, w *Outcome, lock *coordinationv1.Lease, now time.Time) (*
 	}
 	out.Annotations[locksv1alpha1.TokenAnnotation] = t
 	SetProtocolAnnotations(out, w.Annotations, tok)
+	out.Annotations[locksv1alpha1.ProtocolAnnotation] = WantProtocol(w)
 	mnow := metav1.NewMicroTime(now)
 	if w.Granted {
 		out.Spec.AcquireTime, out.Spec.RenewTime = &mnow, &mnow
@@ -113,7 +125,7 @@ func LockWrite(c Case, w *Outcome, lock *coordinationv1.Lease, now time.Time) (*
 		out.Spec.RenewTime = &mnow
 	}
 	st, err := lease.Read(lock)
-	if err != nil {
+	if err != nil && !lease.IsNewerProtocol(err) { // a newer version's Lease: written as the lock format
 		return nil, err
 	}
 	if p, ok := st.HolderOf(w.Holder); ok && st.Semaphore && !w.Semaphore(c.Before) {
@@ -164,7 +176,7 @@ func writePermits(out *coordinationv1.Lease, w *Outcome, lock *coordinationv1.Le
 // timesOf gives).
 func WantPermits(w *Outcome, installed *coordinationv1.Lease, timesOf func(Permit, string) string) (map[string]string, error) {
 	st, err := lease.Read(installed)
-	if err != nil {
+	if err != nil && !lease.IsNewerProtocol(err) { // a newer version's Lease: no permits read
 		return nil, err
 	}
 	beforeTok := map[string]string{}

@@ -93,14 +93,16 @@ func fold(s string) string {
 }
 
 // Every refusal docs/protocol.md quotes is one the policies give: each of its fixed parts (between
-// the placeholders) is in one validation's message. And every fixed message of a policy is quoted,
-// so that a rule added to a policy is a rule the doc lists.
+// the placeholders) is in one validation's message. And every message of a policy is quoted (a
+// fixed one word for word, one built from the request by its fixed parts), so that a rule added
+// to a policy is a rule the doc lists.
 func TestPolicyRefusalsQuotedAreTheirs(t *testing.T) {
 	_, all, _ := load(t)
 	static, messages := policyMessages(t)
 	d := docNamed(t, all, protocolDoc)
 	var problems []docs.Problem
 	var quoted []string
+	var quotedParts [][]string
 	for _, tb := range d.Tables {
 		col := slices.Index(tb.Header, messageColumn)
 		if col < 0 {
@@ -115,6 +117,7 @@ func TestPolicyRefusalsQuotedAreTheirs(t *testing.T) {
 					parts = append(parts, p)
 				}
 			}
+			quotedParts = append(quotedParts, parts)
 			if !slices.ContainsFunc(messages, func(m string) bool {
 				return !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(m, p) })
 			}) {
@@ -128,6 +131,15 @@ func TestPolicyRefusalsQuotedAreTheirs(t *testing.T) {
 	}
 	for _, m := range static {
 		if !slices.Contains(quoted, m) {
+			problems = append(problems, docs.Problem{Doc: protocolDoc, Code: "no table quotes the refusal " + m})
+		}
+	}
+	// A message built from the request (messageExpression) is quoted too: some row's fixed parts
+	// are all in it.
+	for _, m := range messages {
+		if !slices.ContainsFunc(quotedParts, func(parts []string) bool {
+			return len(parts) > 0 && !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(m, p) })
+		}) {
 			problems = append(problems, docs.Problem{Doc: protocolDoc, Code: "no table quotes the refusal " + m})
 		}
 	}

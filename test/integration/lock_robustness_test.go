@@ -351,22 +351,14 @@ var _ = Describe("Go client robustness", func() {
 	})
 })
 
-// protocolExample is the shell script of docs/protocol.md, between its example markers.
-func protocolExample() string {
-	b, err := os.ReadFile(filepath.Join(util.RepoRoot(), "docs", "protocol.md"))
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
-	_, rest, ok := strings.Cut(string(b), "<!-- protocol-example:begin -->\n```bash\n")
-	ExpectWithOffset(1, ok).To(BeTrue(), "docs/protocol.md has no example block")
-	script, _, ok := strings.Cut(rest, "```\n<!-- protocol-example:end -->")
-	ExpectWithOffset(1, ok).To(BeTrue(), "docs/protocol.md: the example block does not end")
-	return script
-}
+// exampleScript is the path of the shell example of docs/protocol.md.
+func exampleScript() string { return filepath.Join(util.RepoRoot(), util.ExampleScript) }
 
 // shellUser is a user with ordinary RBAC in ns (Leases and ConfigMaps, nothing of fencedlock's
 // API), as a third-party client runs, and a kubeconfig for it.
 func shellUser(ns, name string) string {
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: util.ClientLeaseVerbs},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}},
 	}}
 	ExpectWithOffset(1, k8sClient.Create(ctx, role)).To(Succeed())
@@ -383,7 +375,7 @@ func shellUser(ns, name string) string {
 }
 
 var _ = Describe("docs/protocol.md", func() {
-	It("the worked kubectl example of docs/protocol.md runs as written", func() {
+	It("the shell example of docs/protocol.md (docs/examples/fencedlock.sh) runs as written", func() {
 		for _, tool := range []string{"bash", "jq"} {
 			if _, err := exec.LookPath(tool); err != nil {
 				Skip(tool + " is not installed")
@@ -396,7 +388,7 @@ var _ = Describe("docs/protocol.md", func() {
 		stamp := kit.GetLease(ns, "ledger").Annotations[locksv1alpha1.TokenAnnotation]
 		kubeconfig := shellUser(ns, "shell-"+ns)
 
-		cmd := exec.CommandContext(ctx, "bash", "-c", protocolExample())
+		cmd := exec.CommandContext(ctx, "bash", exampleScript())
 		cmd.Env = append(os.Environ(), "PATH="+assets+string(os.PathListSeparator)+os.Getenv("PATH"),
 			"KUBECONFIG="+kubeconfig, "HOME="+GinkgoT().TempDir(), "NS="+ns, "LOCK=ledger", "ME=shell/example")
 		out, err := cmd.CombinedOutput()

@@ -202,3 +202,11 @@ func Start(extraCRDDirs ...string) (*Started, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	return &Started{Env: env, Cfg: cfg, Client: cl, Clientset: cs}, err
 }
+
+// ExampleScript is the tested shell client of docs/protocol.md, relative to the repository root.
+const ExampleScript = "docs/examples/fencedlock.sh"
+
+// ClientLeaseVerbs are the verbs a client needs on Leases in its lock's namespace, as
+// docs/protocol.md's client Role grants them (the docs check holds README.md and the docs to this
+// list; the shell example's user in test/integration has exactly these).
+var ClientLeaseVerbs = []string{"get", "list", "watch", "create", "update", "delete"}
