@@ -56,6 +56,9 @@ const (
 	ReasonTokenMismatch        = "TokenMismatch"
 )
 
+// statusSubresource is the subresource whose writes are fenced by the lock's choice.
+const statusSubresource = "status"
+
 // podUIDExtra is the userInfo.extra key carrying the pod UID of a pod's service-account token.
 const podUIDExtra = "authentication.kubernetes.io/pod-uid"
 
@@ -135,7 +138,7 @@ func fenced(m *metav1.ObjectMeta) bool {
 // it leaves; moving an object from one lock to another takes two writes (remove, then add).
 func Target(req Request) (string, *Decision) {
 	oldFenced, newFenced := fenced(req.Old), fenced(req.New)
-	if req.Subresource != "" && req.Subresource != "status" && (oldFenced || newFenced) && !presentsRequestToken(req) {
+	if req.Subresource != "" && req.Subresource != statusSubresource && (oldFenced || newFenced) && !presentsRequestToken(req) {
 		// A subresource write (scale, ephemeral containers, resize) has no metadata of its own to
 		// present a token in, yet changes the object: only a token carried by the request can.
 		d := deny(ReasonSubresource, "%s is fenced by lock %s: a write through its /%s subresource presents a fencing "+
@@ -180,7 +183,7 @@ func Decide(req Request, lk Lock) Decision {
 		// leave the object, and its namespace, stuck forever.
 		return allow(ReasonFinalizing)
 	}
-	if req.Subresource == "status" && !presentsRequestToken(req) &&
+	if req.Subresource == statusSubresource && !presentsRequestToken(req) &&
 		(!lk.Found || lk.Spec.StatusWrites != locksv1alpha1.StatusWritesFenced) {
 		// Status fencing is the lock's choice: a writer that claims no token (the built-in
 		// controllers writing a Deployment's status) is judged only if the lock opted in.
@@ -236,7 +239,7 @@ func presentedToken(req Request, lk Lock) (token.Token, *Decision) {
 	if presentsRequestToken(req) {
 		return requestToken(req, lk)
 	}
-	if req.Subresource == "status" {
+	if req.Subresource == statusSubresource {
 		d := deny(ReasonMissingToken, "%s: lock %s fences status writes (spec.fence.statusWrites: Fenced): present the "+
 			"writer's fencing token with the request (userInfo.extra %s, by impersonating yourself)",
 			req.Object, lk.Key, locksv1alpha1.TokenExtra)

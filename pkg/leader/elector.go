@@ -94,7 +94,8 @@ func New(cfg Config) (*Elector, error) {
 	case cfg.Leases == nil:
 		return nil, errors.New("leader: Config.Leases is nil")
 	case cfg.Namespace == "" || cfg.Name == "":
-		return nil, fmt.Errorf("leader: lock %q: Config.Namespace and Config.Name must not be empty", cfg.Namespace+"/"+cfg.Name)
+		return nil, fmt.Errorf("leader: lock %q: Config.Namespace and Config.Name must not be empty",
+			cfg.Namespace+"/"+cfg.Name)
 	case cfg.Identity == "":
 		return nil, errors.New("leader: Config.Identity must not be empty: each replica needs its own")
 	case cfg.RenewInterval < 0:

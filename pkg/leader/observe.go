@@ -111,8 +111,8 @@ func (e *Elector) observeOnce(ctx context.Context, report func(Leader) bool) boo
 	if !report(l) {
 		return false
 	}
-	w, err := e.leases.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", e.cfg.Name).String(),
-		ResourceVersion: cur.ResourceVersion})
+	w, err := e.leases.Watch(ctx, metav1.ListOptions{ResourceVersion: cur.ResourceVersion,
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", e.cfg.Name).String()})
 	if err != nil {
 		return ctx.Err() == nil
 	}

@@ -104,11 +104,11 @@ func newReplica(sa *rest.Config, ns, suffix string, renew time.Duration) replica
 	return replica{l: l, cl: cl}
 }
 
-func batch(ns, name string) *unstructured.Unstructured {
+func batch(ns string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(batchGVK)
 	u.SetNamespace(ns)
-	u.SetName(name)
+	u.SetName("batch")
 	return u
 }
 
@@ -127,7 +127,7 @@ func writes(cl client.Client, ns, v string) map[string]error {
 	errs["update"] = cl.Update(ctx, cm)
 	patched := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ledger"}}
 	errs["patch"] = cl.Patch(ctx, patched, client.RawPatch("application/merge-patch+json", []byte(`{"data":{"p":"`+v+`"}}`)))
-	b := batch(ns, "batch")
+	b := batch(ns)
 	Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(b), b)).To(Succeed())
 	Expect(unstructured.SetNestedField(b.Object, v, "status", "phase")).To(Succeed())
 	errs["status"] = cl.Status().Update(ctx, b)
@@ -140,7 +140,7 @@ func writes(cl client.Client, ns, v string) map[string]error {
 func landed(ns, v string) map[string]bool {
 	cm := &corev1.ConfigMap{}
 	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ledger"}, cm)).To(Succeed())
-	b := batch(ns, "batch")
+	b := batch(ns)
 	Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(b), b)).To(Succeed())
 	phase, _, _ := unstructured.NestedString(b.Object, "status", "phase")
 	created := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "created-" + v}, &corev1.ConfigMap{})
@@ -168,11 +168,11 @@ var _ = Describe("Fenced leadership", func() {
 		a := newReplica(sa, ns, "a", time.Hour)
 		ta, err := a.l.Elector().Campaign(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		for _, o := range []client.Object{configMap(ns, "ledger", "a"), configMap(ns, "doomed", "a"), batch(ns, "batch")} {
+		for _, o := range []client.Object{configMap(ns, "ledger", "a"), configMap(ns, "doomed", "a"), batch(ns)} {
 			Expect(a.cl.Create(ctx, o)).To(Succeed(), "the leader creates %s", o.GetName())
 			Expect(o.GetLabels()).To(HaveKeyWithValue(locksv1alpha1.FencedByLabel, "op"))
 		}
-		b0 := batch(ns, "batch")
+		b0 := batch(ns)
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(b0), b0)).To(Succeed())
 		Expect(unstructured.SetNestedField(b0.Object, "a", "status", "phase")).To(Succeed())
 		Expect(a.cl.Status().Update(ctx, b0)).To(Succeed(), "the leader writes status")
@@ -251,7 +251,9 @@ var _ = Describe("Fenced leadership", func() {
 			Expect(err).NotTo(HaveOccurred())
 			return cs.CoreV1().ConfigMaps(ns)
 		}
-		del := func(cms corev1client.ConfigMapInterface) error { return cms.Delete(ctx, "ledger", metav1.DeleteOptions{}) }
+		del := func(cms corev1client.ConfigMapInterface) error {
+			return cms.Delete(ctx, "ledger", metav1.DeleteOptions{})
+		}
 
 		By("without impersonate rights, the API server refuses the header")
 		err = del(presenting("mallory-"+ns, t.Token()))

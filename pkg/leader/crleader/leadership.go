@@ -76,7 +76,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Leadership, error) 
 	if err != nil {
 		return nil, fmt.Errorf("crleader: creating client: %w", err)
 	}
-	ssr, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	ssr, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{},
+		metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("crleader: asking the API server who this replica is (create selfsubjectreviews): %w", err)
 	}
