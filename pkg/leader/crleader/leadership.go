@@ -146,8 +146,18 @@ func (l *Leadership) Apply(o *ctrl.Options) {
 // SetupWithManager adds the campaign to mgr: it runs on every replica, leads one term, and
 // stops the manager with the reason when the term is lost.
 func (l *Leadership) SetupWithManager(mgr ctrl.Manager) error {
-	return mgr.Add(manager.RunnableFunc(l.campaign))
+	return mgr.Add(campaigner{l})
 }
+
+// campaigner runs the campaign on every replica: the manager's election waits for it.
+type campaigner struct{ l *Leadership }
+
+func (c campaigner) Start(ctx context.Context) error { return c.l.campaign(ctx) }
+
+// NeedLeaderElection is false: a runnable that does not say so waits for the election it drives.
+func (campaigner) NeedLeaderElection() bool { return false }
+
+var _ manager.LeaderElectionRunnable = campaigner{}
 
 func (l *Leadership) campaign(ctx context.Context) error {
 	go l.lockAdapter.observe(ctx)
