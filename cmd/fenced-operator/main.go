@@ -78,10 +78,10 @@ func main() {
 	flag.DurationVar(&o.retryPeriod, "retry-period", 2*time.Second, "stock: RetryPeriod")
 	flag.Parse()
 	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
-		report(map[string]any{keyEvent: eventStopped, "replica": o.replica, "error": err.Error()})
+		report(o.replica, map[string]any{keyEvent: eventStopped, "error": err.Error()})
 		os.Exit(1)
 	}
-	report(map[string]any{keyEvent: eventStopped, "replica": o.replica})
+	report(o.replica, map[string]any{keyEvent: eventStopped})
 }
 
 func run(ctx context.Context, o options) error {
@@ -130,7 +130,7 @@ func run(ctx context.Context, o options) error {
 	go func() {
 		select {
 		case <-mgr.Elected():
-			report(map[string]any{keyEvent: "elected", "replica": o.replica, "token": w.token(), "at": time.Now().UnixNano()})
+			report(o.replica, map[string]any{keyEvent: "elected", "token": w.token(), "at": time.Now().UnixNano()})
 		case <-ctx.Done():
 		}
 	}()
@@ -217,18 +217,20 @@ func roundName(replica string, n int) string { return fmt.Sprintf("round-%s-%d",
 func (w *writer) do(n int, op string, write func() error) {
 	start, tok := time.Now().UnixNano(), w.token()
 	err := write()
-	line := map[string]any{"replica": w.o.replica, "op": op, "round": n, "token": tok, "start": start,
+	line := map[string]any{"op": op, "round": n, "token": tok, "start": start,
 		"end": time.Now().UnixNano(), "ok": err == nil}
 	if err != nil {
 		line["error"] = err.Error()
 	}
-	report(line)
+	report(w.o.replica, line)
 }
 
 var reportMu sync.Mutex
 
-func report(v map[string]any) {
-	b, _ := json.Marshal(v)
+// report writes one JSON line: fields, and the replica that reports them.
+func report(replica string, fields map[string]any) {
+	fields["replica"] = replica
+	b, _ := json.Marshal(fields)
 	reportMu.Lock()
 	defer reportMu.Unlock()
 	_, _ = os.Stdout.Write(append(b, '\n'))
