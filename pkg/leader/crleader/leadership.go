@@ -18,6 +18,8 @@ package crleader
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -42,8 +44,8 @@ var ErrNotLeader = errors.New("this replica does not lead")
 type Options struct {
 	// Namespace and Name name the FencedLock the replicas elect a leader with. Required.
 	Namespace, Name string
-	// Identity is this replica's holder identity. Default: "<its username>/<hostname>", which
-	// spec.fence.holderBinding accepts and which is unique per pod.
+	// Identity is this replica's holder identity. Default: "<its username>/<hostname>-<random>",
+	// which spec.fence.holderBinding accepts and which is unique per process.
 	Identity string
 	// RenewInterval is how often a term is renewed; zero: a third of the lock's lease duration.
 	RenewInterval time.Duration
@@ -87,7 +89,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Leadership, error) 
 		if err != nil {
 			return nil, fmt.Errorf("crleader: no Options.Identity and no hostname: %w", err)
 		}
-		o.Identity = user.Username + "/" + host
+		b := make([]byte, 4)
+		_, _ = rand.Read(b)
+		o.Identity = user.Username + "/" + host + "-" + hex.EncodeToString(b)
 	}
 	el, err := leader.New(leader.Config{Leases: cs.CoordinationV1(), Namespace: o.Namespace, Name: o.Name,
 		Identity: o.Identity, RenewInterval: o.RenewInterval})
