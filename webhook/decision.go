@@ -141,9 +141,9 @@ func Target(req Request) (string, *Decision) {
 	if req.Subresource != "" && req.Subresource != statusSubresource && (oldFenced || newFenced) && !presentsRequestToken(req) {
 		// A subresource write (scale, ephemeral containers, resize) has no metadata of its own to
 		// present a token in, yet changes the object: only a token carried by the request can.
-		d := deny(ReasonSubresource, "%s is fenced by lock %s: a write through its /%s subresource presents a fencing "+
-			"token only with the request (userInfo.extra %s, by impersonating yourself); or make the change with a "+
-			"fenced write to the object itself (annotation %s)",
+		d := deny(ReasonSubresource, "%s is fenced by lock %s: a write through its /%s subresource cannot present a fencing "+
+			"token in the object: present it with the request (userInfo.extra %s, by impersonating yourself), or make "+
+			"the change with a fenced write to the object itself (annotation %s)",
 			req.Object, lockLabel(req.Old), req.Subresource, locksv1alpha1.TokenExtra, locksv1alpha1.TokenAnnotation)
 		return "", &d
 	}
