@@ -116,7 +116,7 @@ func (b *bench) electorResign(probe func() time.Duration) (stats, stats) {
 func (b *bench) electorCrash() stats {
 	b.kit.NewLock(b.ns, "leader-crash", util.LeaseSeconds(1))
 	n := envInt("BENCH_LEADER_CRASH_N", 10)
-	var over []time.Duration
+	over := make([]time.Duration, 0, n)
 	for i := range n {
 		crasher := b.elector("leader-crash", fmt.Sprintf("crasher-%d", i), time.Hour) // never renews
 		if _, err := crasher.Campaign(b.ctx); err != nil {
@@ -140,7 +140,7 @@ func (b *bench) electorCrash() stats {
 // whole seconds only, and the last renewal came up to one retry period before the crash, so this
 // understates client-go's failover by up to that period.
 func (b *bench) leaderElectionCrash(name string, leaseDur, renew, retry time.Duration, n int) stats {
-	var over []time.Duration
+	over := make([]time.Duration, 0, n)
 	for i := range n {
 		started := make(chan string, 2)
 		lock := func(id string) *resourcelock.LeaseLock {

@@ -18,6 +18,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -45,6 +46,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/pkg/leader"
 	"github.com/fencedlock/fencedlock/pkg/leader/crleader"
 	"github.com/fencedlock/fencedlock/pkg/token"
 	"github.com/fencedlock/fencedlock/test/util"
@@ -280,5 +282,53 @@ var _ = Describe("Fenced leadership", func() {
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ledger"}, &corev1.ConfigMap{})).To(Succeed(),
 			"the ledger survived")
 		Expect(strings.Contains(leaderA.l.Elector().Identity(), ":op/")).To(BeTrue())
+	})
+})
+
+var _ = Describe("leader.Elector", func() {
+	It("runs one term with the callbacks, reports each new leader, and hands over on cancel", func() {
+		ns := kit.NewNamespace()
+		kit.NewLock(ns, "op", util.LeaseSeconds(5))
+		type started struct {
+			id  string
+			tok token.Token
+		}
+		starts, stops, leaders := make(chan started, 4), make(chan string, 4), make(chan string, 16)
+		run := func(id string) (context.CancelFunc, chan error) {
+			var el *leader.Elector
+			el, err := leader.New(leader.Config{Leases: clientset.CoordinationV1(), Namespace: ns, Name: "op", Identity: id,
+				Callbacks: leader.Callbacks{
+					OnStartedLeading: func(c context.Context, tok token.Token) {
+						defer GinkgoRecover()
+						Expect(el.Token()).To(Equal(tok), "the token is the elector's while it leads")
+						starts <- started{id, tok}
+						<-c.Done()
+					},
+					OnStoppedLeading: func() { stops <- id },
+					OnNewLeader:      func(l string) { leaders <- id + " sees " + l },
+				}})
+			Expect(err).NotTo(HaveOccurred())
+			rctx, stop := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- el.Run(rctx) }()
+			return stop, done
+		}
+		stopA, doneA := run("a")
+		var first started
+		Eventually(starts).Should(Receive(&first))
+		Expect(first.id).To(Equal("a"))
+		stopB, doneB := run("b")
+		Eventually(leaders).Should(Receive(Equal("b sees a")))
+
+		stopA()
+		Eventually(doneA).Should(Receive(BeNil()), "Run returns nil after resigning")
+		Eventually(stops).Should(Receive(Equal("a")))
+		var second started
+		Eventually(starts).Should(Receive(&second))
+		Expect(second.id).To(Equal("b"))
+		Expect(second.tok).To(BeNumerically(">", first.tok))
+		Eventually(leaders).Should(Receive(Equal("b sees b")))
+		stopB()
+		Eventually(doneB).Should(Receive(BeNil()))
 	})
 })
