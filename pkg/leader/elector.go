@@ -81,8 +81,11 @@ type Elector struct {
 	// token is the current term's token, zero when not leading: read on every fenced write.
 	token atomic.Uint64
 
-	mu   sync.Mutex
-	term *Term
+	// campaigning serializes Campaign calls; mu guards term alone, so that Resign and Leader
+	// never wait for a campaign.
+	campaigning sync.Mutex
+	mu          sync.Mutex
+	term        *Term
 }
 
 // New validates cfg and returns an Elector. It makes no API call.
@@ -140,13 +143,16 @@ func (t *Term) Err() error {
 // it returns the current term. The term is renewed in the background until it is lost or
 // resigned; ctx bounds the wait only.
 func (e *Elector) Campaign(ctx context.Context) (*Term, error) {
+	e.campaigning.Lock()
+	defer e.campaigning.Unlock()
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.term != nil {
+	cur := e.term
+	e.mu.Unlock()
+	if cur != nil {
 		select {
-		case <-e.term.done:
+		case <-cur.done:
 		default:
-			return e.term, nil
+			return cur, nil
 		}
 	}
 	if err := e.checkLock(ctx); err != nil {
@@ -162,7 +168,9 @@ func (e *Elector) Campaign(ctx context.Context) (*Term, error) {
 		return nil, fmt.Errorf("leader: renewing %s: %w", e.key(), err)
 	}
 	t := &Term{grant: g, ka: ka, done: make(chan struct{})}
+	e.mu.Lock()
 	e.term = t
+	e.mu.Unlock()
 	e.token.Store(uint64(g.Token()))
 	go e.watchTerm(t)
 	return t, nil
