@@ -103,7 +103,7 @@ bench: envtest-assets ## Benchmarks on a real API server; writes docs/benchmarks
 	BENCH_WRITE_DOC=$${BENCH_WRITE_DOC-docs/benchmarks.md} KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" \
 		go test -tags bench ./test/bench/ -run TestBench -count=1 -v -timeout 60m
 	@echo "--- the same write paths on an etcd that fsyncs, as production does ---"
-	BENCH_FSYNC=1 BENCH_ONLY=$${BENCH_FSYNC_ONLY:-$${BENCH_ONLY:-handover,cycles,joins,fence,pods,semaphore}} \
+	BENCH_FSYNC=1 BENCH_ONLY=$${BENCH_FSYNC_ONLY:-$${BENCH_ONLY:-handover,cycles,joins,fence,pods,semaphore,leader}} \
 		BENCH_WRITE_DOC=$${BENCH_WRITE_DOC-docs/benchmarks.md} KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" \
 		go test -tags bench ./test/bench/ -run TestBench -count=1 -v -timeout 60m
 
@@ -131,8 +131,9 @@ lint-config: golangci-lint ## Verify golangci-lint linter configuration
 ##@ Build
 
 .PHONY: build
-build: manifests generate fmt vet ## Build the manager binary.
+build: manifests generate fmt vet ## Build the manager binary and the sample operator.
 	go build -o bin/manager ./cmd/manager
+	go build -o bin/fenced-operator ./cmd/fenced-operator
 
 # If you wish to build the manager image targeting other platforms you can use the --platform flag.
 # (i.e. docker build --platform linux/arm64). However, you must enable docker buildKit for it.

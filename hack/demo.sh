@@ -22,7 +22,7 @@ say "fencedlock demo: a lock holder paused past its lease must not overwrite new
 note "building what is missing (the first run builds kube-apiserver and etcd from the Go module proxy: several minutes, once)"
 # fencedlock's own binaries build beside Kubernetes': the long build leaves a core idle while it
 # resolves modules and links.
-quiet_go go build -o bin/ ./cmd/ledger-worker ./cmd/kubectl-fencedlock ./cmd/manager &
+quiet_go go build -o bin/ ./cmd/ledger-worker ./cmd/kubectl-fencedlock ./cmd/manager ./cmd/fenced-operator &
 OWN=$!
 BIN=$(quiet_go hack/k8s-binaries.sh etcd kube-apiserver kubectl)
 wait $OWN
@@ -118,6 +118,46 @@ kubectl -n $NS get flock reindex
 wait $R1 $R2 $R3
 cat "$CLUSTER_DIR"/reindexer-*.out | sort | grep -E "acquired|waiting"
 note "each permit's grant got its own token, above every token the semaphore issued before"
+
+say "Act 4: fenced leadership (docs/leader.md): two replicas of a controller-runtime operator (cmd/fenced-operator)"
+kubectl -n $NS apply -f - >/dev/null <<YAML
+apiVersion: locks.fencedlock.io/v1alpha1
+kind: FencedLock
+metadata:
+  name: fenced-operator
+spec:
+  leaseDurationSeconds: $LEASE
+  fence:
+    holderBinding: true
+YAML
+kubectl -n $NS wait --for=condition=Ready flock/fenced-operator --timeout=60s >/dev/null
+replica() { # name: one replica; it reports each write as a JSON line
+  exec bin/fenced-operator --kubeconfig "$KUBECONFIG" --namespace $NS --replica "$1" --interval 20ms
+}
+(replica a > "$CLUSTER_DIR/replica-a.out" 2>/dev/null) &
+OA=$!
+until grep -q '"event":"elected"' "$CLUSTER_DIR/replica-a.out" 2>/dev/null; do sleep 0.05; done
+(replica b > "$CLUSTER_DIR/replica-b.out" 2>/dev/null) &
+OB=$!
+sleep 1
+note "replica a leads and writes: a ConfigMap's update and patch, a Service's status, a create, a delete"
+kill -STOP $OA
+note "replica a is frozen (SIGSTOP) mid-work; replica b campaigns on the lock's queue"
+until grep -q '"event":"elected"' "$CLUSTER_DIR/replica-b.out" 2>/dev/null; do sleep 0.1; done
+note "replica b leads: $(kubectl -n $NS get flock fenced-operator -o jsonpath='holder {.status.holder}, token {.status.token}')"
+LINES=$(wc -l < "$CLUSTER_DIR/replica-a.out")
+kill -CONT $OA
+note "replica a wakes up (SIGCONT), still leading in its own eyes, and writes with its old token:"
+set +e
+wait $OA
+set -e
+tail -n +"$((LINES + 1))" "$CLUSTER_DIR/replica-a.out" | grep '"op"' | head -5 | sed -E \
+  -e 's/.*(stale fencing token [0-9]+ for lock [^:]*: the lock was re-acquired with token [0-9]+).*"op":"([a-z]*)".*/  \2: refused by the fence: \1/' \
+  -e 's/.*"ok":true,"op":"([a-z]*)".*/  \1: ADMITTED/' \
+  -e 's/.*"ok":false,"op":"([a-z]*)".*/  \1: refused in the process: it saw its term end/'
+note "replica a's writes admitted after it woke: $(tail -n +"$((LINES + 1))" "$CLUSTER_DIR/replica-a.out" | grep -c '"ok":true' || true); it noticed the loss and stopped"
+kill $OB 2>/dev/null || true
+wait $OB 2>/dev/null || true
 
 say "Events of the lock:"
 kubectl -n $NS get events --field-selector involvedObject.kind=FencedLock --sort-by=.metadata.creationTimestamp \

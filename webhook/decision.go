@@ -52,7 +52,12 @@ const (
 	ReasonPolicyMissing        = "PolicyMissing"
 	ReasonFinalizing           = "Finalizing"
 	ReasonSubresource          = "Subresource"
+	ReasonStatusUnfenced       = "StatusUnfenced"
+	ReasonTokenMismatch        = "TokenMismatch"
 )
+
+// statusSubresource is the subresource whose writes are fenced by the lock's choice.
+const statusSubresource = "status"
 
 // podUIDExtra is the userInfo.extra key carrying the pod UID of a pod's service-account token.
 const podUIDExtra = "authentication.kubernetes.io/pod-uid"
@@ -133,12 +138,13 @@ func fenced(m *metav1.ObjectMeta) bool {
 // it leaves; moving an object from one lock to another takes two writes (remove, then add).
 func Target(req Request) (string, *Decision) {
 	oldFenced, newFenced := fenced(req.Old), fenced(req.New)
-	if req.Subresource != "" && (oldFenced || newFenced) {
+	if req.Subresource != "" && req.Subresource != statusSubresource && (oldFenced || newFenced) && !presentsRequestToken(req) {
 		// A subresource write (scale, ephemeral containers, resize) has no metadata of its own to
-		// present a token in, yet changes the object.
+		// present a token in, yet changes the object: only a token carried by the request can.
 		d := deny(ReasonSubresource, "%s is fenced by lock %s: a write through its /%s subresource cannot present a fencing "+
-			"token; make the change with a fenced write to the object itself (annotation %s)",
-			req.Object, lockLabel(req.Old), req.Subresource, locksv1alpha1.TokenAnnotation)
+			"token in the object: present it with the request (userInfo.extra %s, by impersonating yourself), or make "+
+			"the change with a fenced write to the object itself (annotation %s)",
+			req.Object, lockLabel(req.Old), req.Subresource, locksv1alpha1.TokenExtra, locksv1alpha1.TokenAnnotation)
 		return "", &d
 	}
 	var name string
@@ -177,6 +183,12 @@ func Decide(req Request, lk Lock) Decision {
 		// leave the object, and its namespace, stuck forever.
 		return allow(ReasonFinalizing)
 	}
+	if req.Subresource == statusSubresource && !presentsRequestToken(req) &&
+		(!lk.Found || lk.Spec.StatusWrites != locksv1alpha1.StatusWritesFenced) {
+		// Status fencing is the lock's choice: a writer that claims no token (the built-in
+		// controllers writing a Deployment's status) is judged only if the lock opted in.
+		return allow(ReasonStatusUnfenced)
+	}
 	if !lk.Found {
 		return denyDelete(req, deny(ReasonLockNotFound, "%s is fenced by lock %s, which does not exist: create the FencedLock "+
 			"(writes, label removal and deletion of fenced objects all need one of its tokens)", req.Object, lk.Key))
@@ -214,16 +226,33 @@ func decideToken(req Request, lk Lock, presented token.Token) Decision {
 	return allow(ReasonCurrent)
 }
 
-// presentedToken is the token a request is judged by, or the refusal when it has none.
+// presentsRequestToken reports whether the request carries a token of its own (TokenExtra).
+func presentsRequestToken(req Request) bool {
+	_, ok := req.User.Extra[locksv1alpha1.TokenExtra]
+	return ok
+}
+
+// presentedToken is the token a request is judged by, or the refusal when it has none. A token
+// carried by the request (TokenExtra) wins over the object's: it is the only one a DELETE or a
+// subresource write can present.
 func presentedToken(req Request, lk Lock) (token.Token, *Decision) {
+	if presentsRequestToken(req) {
+		return requestToken(req, lk)
+	}
+	if req.Subresource == statusSubresource {
+		d := deny(ReasonMissingToken, "%s: lock %s fences status writes (spec.fence.statusWrites: Fenced): present the "+
+			"writer's fencing token with the request (userInfo.extra %s, by impersonating yourself)",
+			req.Object, lk.Key, locksv1alpha1.TokenExtra)
+		return 0, &d
+	}
 	if req.Operation == admissionv1.Delete {
 		// A delete carries no token: the object's own recorded token must still be held, so a
 		// holder that lost the lock cannot delete what it (or its successor) wrote.
 		t := recordedToken(req.Old)
 		if t.IsZero() {
-			d := deny(ReasonMissingToken, "%s carries no valid %s annotation: stamp it with the current token of "+
-				"lock %s (a fenced update presenting %s), then delete it", req.Object, locksv1alpha1.RecordedTokenAnnotation,
-				lk.Key, locksv1alpha1.TokenAnnotation)
+			d := deny(ReasonMissingToken, "%s carries no valid %s annotation: delete it presenting the current token of "+
+				"lock %s with the request (userInfo.extra %s), or stamp it first (a fenced update presenting %s)",
+				req.Object, locksv1alpha1.RecordedTokenAnnotation, lk.Key, locksv1alpha1.TokenExtra, locksv1alpha1.TokenAnnotation)
 			return 0, &d
 		}
 		return t, nil
@@ -246,6 +275,44 @@ func presentedToken(req Request, lk Lock) (token.Token, *Decision) {
 	t, err := token.Parse(raw)
 	if err != nil {
 		d := deny(ReasonMalformedToken, "%s: annotation %s: %v", req.Object, locksv1alpha1.TokenAnnotation, err)
+		return 0, &d
+	}
+	return t, nil
+}
+
+// requestToken is the token a request carries in TokenExtra. A write of the object itself must
+// also have it recorded by the token-record policy, which records it on the object for the next
+// write's rule (b); a token in the annotation too must be the same.
+func requestToken(req Request, lk Lock) (token.Token, *Decision) {
+	vals := req.User.Extra[locksv1alpha1.TokenExtra]
+	if len(vals) != 1 {
+		d := deny(ReasonMalformedToken, "%s: the request presents %d values of userInfo.extra %s for lock %s; present exactly one",
+			req.Object, len(vals), locksv1alpha1.TokenExtra, lk.Key)
+		return 0, &d
+	}
+	t, err := token.Parse(vals[0])
+	if err != nil {
+		d := deny(ReasonMalformedToken, "%s: userInfo.extra %s: %v", req.Object, locksv1alpha1.TokenExtra, err)
+		return 0, &d
+	}
+	if req.Operation == admissionv1.Delete || req.Subresource != "" {
+		return t, nil // nothing is recorded: the object keeps the record of its last fenced write
+	}
+	if _, ok := req.New.Annotations[locksv1alpha1.TokenAnnotation]; ok {
+		d := deny(ReasonPolicyMissing, "%s: annotation %s reached the fence unrecorded: the MutatingAdmissionPolicy "+
+			"that records tokens (config/policy/token_record.yaml) is not installed or not bound; install config/policy",
+			req.Object, locksv1alpha1.TokenAnnotation)
+		return 0, &d
+	}
+	switch rec, ok := req.New.Annotations[locksv1alpha1.RecordedTokenAnnotation]; {
+	case !ok:
+		d := deny(ReasonPolicyMissing, "%s: the token presented with the request (userInfo.extra %s) reached the fence "+
+			"unrecorded: the token-record policy (config/policy/token_record.yaml) is older than request tokens; install config/policy",
+			req.Object, locksv1alpha1.TokenExtra)
+		return 0, &d
+	case rec != vals[0]:
+		d := deny(ReasonTokenMismatch, "%s: the write presents token %s in annotation %s and %s with the request "+
+			"(userInfo.extra %s); present one token", req.Object, rec, locksv1alpha1.TokenAnnotation, vals[0], locksv1alpha1.TokenExtra)
 		return 0, &d
 	}
 	return t, nil
@@ -285,7 +352,7 @@ func judge(req Request, lk Lock, presented, recorded token.Token) *Decision {
 	case isForged:
 		d := deny(ReasonForgedToken, "%s: %v", req.Object, err)
 		return &d
-	case req.Operation == admissionv1.Delete && isStale:
+	case req.Operation == admissionv1.Delete && isStale && !presentsRequestToken(req):
 		d := deny(ReasonStaleToken, "%s: the object was last written with token %s, and lock %s has moved on to token %s: %s",
 			req.Object, presented, lk.Key, stale.Current, deleteRemedy)
 		return &d
@@ -304,7 +371,8 @@ func judge(req Request, lk Lock, presented, recorded token.Token) *Decision {
 }
 
 // deleteRemedy is what a refused DELETE must do: only a holder of the lock may delete.
-const deleteRemedy = "stamp the object with the current token (a fenced update, as the lock's holder), then delete it"
+const deleteRemedy = "stamp the object with the current token (a fenced update, as the lock's holder), then delete it; " +
+	"or delete it presenting the current token with the request (userInfo.extra " + locksv1alpha1.TokenExtra + ")"
 
 // judgePermit applies the semaphore's rule (docs/design.md, the fence of a semaphore): the presented token
 // must be the token of a permit held now. Its holders write the same objects in any order, so the

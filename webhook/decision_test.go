@@ -192,7 +192,7 @@ func TestDecide(t *testing.T) {
 		{name: "stale delete refused", op: del, old: obj("settlement", "33"), lock: ready(34, "b"), nsTerm: new(false), want: ReasonStaleToken,
 			inMessage: "stamp the object with the current token (a fenced update, as the lock's holder), then delete it"},
 		{name: "delete without a recorded token refused", op: del, old: obj("settlement", ""), lock: ready(34, "b"), nsTerm: new(false),
-			want: ReasonMissingToken, inMessage: "then delete it"},
+			want: ReasonMissingToken, inMessage: "or stamp it first"},
 		{name: "delete during namespace termination", op: del, old: obj("settlement", "33"), lock: ready(34, "b"), nsTerm: new(true),
 			want: ReasonNamespaceTerminating},
 		{name: "delete with the lock gone stays refused", op: del, old: obj("settlement", "33"), lock: Lock{Key: "default/settlement"},
@@ -237,11 +237,16 @@ type decideCase struct {
 	inMessage string
 	// finalizing marks an update that only removes finalizers of an object being deleted.
 	finalizing bool
+	// sub is the subresource written, empty for the object itself.
+	sub string
 }
 
 func (tc decideCase) run(t *testing.T) {
-	req := Request{Operation: tc.op, Object: "configmaps default/ledger", Old: tc.old, New: tc.new, User: tc.user,
-		NamespaceTerminating: tc.nsTerm, Finalizing: tc.finalizing}
+	req := Request{Operation: tc.op, Object: "configmaps default/ledger", Subresource: tc.sub, Old: tc.old, New: tc.new,
+		User: tc.user, NamespaceTerminating: tc.nsTerm, Finalizing: tc.finalizing}
+	if _, final := Target(req); final != nil {
+		t.Fatalf("Target decided %+v", *final)
+	}
 	d := Decide(req, tc.lock)
 	if d.NeedLive != tc.needLive || d.NeedNamespace != tc.needNS {
 		t.Fatalf("Decide = %+v; want needLive=%v needNamespace=%v", d, tc.needLive, tc.needNS)
@@ -252,7 +257,8 @@ func (tc decideCase) run(t *testing.T) {
 	if d.Reason != tc.want {
 		t.Fatalf("Decide reason = %s (%s); want %s", d.Reason, d.Message, tc.want)
 	}
-	if d.Allowed != (tc.want == ReasonCurrent || tc.want == ReasonNamespaceTerminating || tc.want == ReasonFinalizing) {
+	if d.Allowed != (tc.want == ReasonCurrent || tc.want == ReasonNamespaceTerminating || tc.want == ReasonFinalizing ||
+		tc.want == ReasonStatusUnfenced) {
 		t.Fatalf("Decide allowed = %v for reason %s", d.Allowed, d.Reason)
 	}
 	if !d.Allowed && !strings.Contains(d.Message, tc.inMessage) {

@@ -48,8 +48,9 @@ const FencePath = "/fence"
 
 // The fence matches every namespaced resource, and the subresources whose request object is the
 // object itself, but only objects labelled fencedlock.io/fenced-by, so unrelated writes never reach
-// it. Status writes stay unfenced: they cannot change what a holder wrote (docs/design.md).
-// +kubebuilder:webhook:path=/fence,mutating=false,failurePolicy=fail,sideEffects=None,groups=*,resources=*;pods/ephemeralcontainers;pods/resize,verbs=create;update;delete,versions=*,name=fence.locks.fencedlock.io,admissionReviewVersions=v1,timeoutSeconds=5,matchPolicy=Equivalent,patch=`{"objectSelector":{"matchExpressions":[{"key":"fencedlock.io/fenced-by","operator":"Exists"}]}}`
+// it. A status write is judged when it presents a token with the request or its lock opts in
+// (spec.fence.statusWrites); others are admitted (docs/design.md).
+// +kubebuilder:webhook:path=/fence,mutating=false,failurePolicy=fail,sideEffects=None,groups=*,resources=*;*/status;pods/ephemeralcontainers;pods/resize,verbs=create;update;delete,versions=*,name=fence.locks.fencedlock.io,admissionReviewVersions=v1,timeoutSeconds=5,matchPolicy=Equivalent,patch=`{"objectSelector":{"matchExpressions":[{"key":"fencedlock.io/fenced-by","operator":"Exists"}]}}`
 
 // +kubebuilder:rbac:groups=locks.fencedlock.io,resources=fencedlocks,verbs=get;list;watch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch

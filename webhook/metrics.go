@@ -26,10 +26,11 @@ import (
 // admittedReasons and deniedReasons are the reason label's values, for the Help text (a test
 // checks that every Reason is one of them).
 var (
-	admittedReasons = []string{ReasonCurrent, ReasonUnfenced, ReasonNamespaceTerminating, ReasonFinalizing}
-	deniedReasons   = []string{ReasonMissingToken, ReasonMalformedToken, ReasonStaleToken, ReasonStaleObjectToken,
+	admittedReasons = []string{ReasonCurrent, ReasonUnfenced, ReasonNamespaceTerminating, ReasonFinalizing,
+		ReasonStatusUnfenced}
+	deniedReasons = []string{ReasonMissingToken, ReasonMalformedToken, ReasonStaleToken, ReasonStaleObjectToken,
 		ReasonForgedToken, ReasonLockNotFound, ReasonLockNotReady, ReasonInvalidLabel, ReasonRelabel, ReasonNotHolder,
-		ReasonNotHeld, ReasonPolicyMissing, ReasonSubresource}
+		ReasonNotHeld, ReasonPolicyMissing, ReasonSubresource, ReasonTokenMismatch}
 )
 
 var (

@@ -84,7 +84,27 @@ type FenceSpec struct {
 	// holder identity must be the writer's username or start with "<username>/".
 	// +optional
 	HolderBinding bool `json:"holderBinding,omitempty"`
+
+	// statusWrites is Unfenced (default) or Fenced; see StatusWrites. A write to the status of a
+	// fenced object that presents a token with the request (userInfo.extra fencedlock.io/token)
+	// is judged by it either way.
+	// +kubebuilder:default=Unfenced
+	// +optional
+	StatusWrites StatusWrites `json:"statusWrites,omitempty"`
 }
+
+// StatusWrites says whether writes to the /status of the lock's fenced objects need a token.
+// +kubebuilder:validation:Enum=Unfenced;Fenced
+type StatusWrites string
+
+const (
+	// StatusWritesUnfenced admits a status write that presents no token: controllers that never
+	// claimed the lock (kube-controller-manager writing a Deployment's status) keep working.
+	StatusWritesUnfenced StatusWrites = "Unfenced"
+	// StatusWritesFenced refuses a status write that presents no token with the request: set it
+	// when only the lock's holders write the status of its objects (an operator's own resources).
+	StatusWritesFenced StatusWrites = "Fenced"
+)
 
 // Waiter is one entry of a lock's FIFO queue of waiting holders.
 type Waiter struct {

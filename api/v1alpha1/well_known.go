@@ -32,6 +32,12 @@ const (
 	// inherit; the fence judges writes by it and deletes by the stored object's value.
 	RecordedTokenAnnotation = "fencedlock.io/recorded-token"
 
+	// TokenExtra is the userInfo.extra key of a token presented with the request rather than in
+	// the object: a client impersonates itself and adds the header
+	// Impersonate-Extra-fencedlock.io%2ftoken. It fences writes that carry no usable annotation:
+	// /status and other subresources, and DELETE.
+	TokenExtra = "fencedlock.io/token"
+
 	// RevokedTokenAnnotation on a Lease records the token of the last grant the controller revoked
 	// because it expired, so observers can tell a revocation from a release.
 	RevokedTokenAnnotation = "fencedlock.io/revoked-token"

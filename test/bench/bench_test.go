@@ -44,6 +44,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -71,6 +72,8 @@ type bench struct {
 
 	// wio is how the API server reaches webhooks served here (the manager's, the bench's own).
 	wio envtest.WebhookInstallOptions
+	// cfg is the admin's config, for clients a section builds itself.
+	cfg *rest.Config
 
 	floorRate float64
 	floorText string // the floor, as the doc's sections name it
@@ -99,6 +102,7 @@ var sections = []struct{ name, title string }{
 	{"scale", "Idle locks at scale"},
 	{"drain", "A long pod queue drained"},
 	{"semaphore", "Semaphores"},
+	{"leader", "Fenced leadership: failover and a controller's write"},
 }
 
 func TestBench(t *testing.T) {
@@ -111,7 +115,7 @@ func TestBench(t *testing.T) {
 			continue
 		}
 		if !slices.ContainsFunc(sections, func(s struct{ name, title string }) bool { return s.name == n }) {
-			t.Fatalf("BENCH_ONLY names %q: not a section (floor, handover, revocation, cycles, joins, fence, pods, scale, drain, semaphore)", n)
+			t.Fatalf("BENCH_ONLY names %q: not a section (floor, handover, revocation, cycles, joins, fence, pods, scale, drain, semaphore, leader)", n)
 		}
 		only[n] = true
 	}
@@ -136,7 +140,7 @@ func TestBench(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = env.Stop() })
 	cfg.QPS, cfg.Burst = -1, 0 // measure the API server, not client-side throttling
-	b := &bench{t: t, ctx: ctx, mgr: startManager(t, env, cfg), wio: env.WebhookInstallOptions}
+	b := &bench{t: t, ctx: ctx, mgr: startManager(t, env, cfg), wio: env.WebhookInstallOptions, cfg: cfg}
 	t.Cleanup(b.profiles.Wait) // a profile in flight would keep the API server from stopping
 	b.cs = kubernetes.NewForConfigOrDie(cfg)
 	if b.cl, err = client.New(cfg, client.Options{Scheme: util.Scheme()}); err != nil {
@@ -164,6 +168,7 @@ func TestBench(t *testing.T) {
 		"scale":      b.scale,
 		"drain":      b.drain,
 		"semaphore":  b.semaphore,
+		"leader":     b.leaderSection,
 	}
 	order := make([]string, 1, len(sections))
 	order[0] = sections[0].name
