@@ -38,6 +38,7 @@ import (
 
 	"github.com/fencedlock/fencedlock/cmd/manager/setup"
 	"github.com/fencedlock/fencedlock/controllers"
+	fversion "github.com/fencedlock/fencedlock/internal/version"
 	// +kubebuilder:scaffold:imports
 )
 
@@ -52,6 +53,10 @@ const gcPercent = 50
 func main() {
 	f := setup.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if f.Version {
+		printVersion()
+		return
+	}
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(gcPercent)
 	}
@@ -176,7 +181,7 @@ func main() {
 	}
 	// +kubebuilder:scaffold:builder
 
-	setupLog.Info("Starting manager")
+	setupLog.Info("Starting manager", "version", fversion.Resolve(version))
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		setupLog.Error(err, "Failed to run manager")
 		os.Exit(1)
