@@ -173,7 +173,7 @@ func checkImage(t *testing.T, tarball, ref, entry string) string {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), entry)
-	b, ok := untar(t, layer)["./"+entry]
+	b, ok := untar(t, layer)[entry]
 	if !ok {
 		t.Fatalf("%s: no /%s in the image", filepath.Base(tarball), entry)
 	}
@@ -183,7 +183,7 @@ func checkImage(t *testing.T, tarball, ref, entry string) string {
 	return bin
 }
 
-// untar reads the regular files of a tar or tar.gz archive.
+// untar reads the regular files of a tar or tar.gz archive, by name without a leading "./".
 func untar(t *testing.T, name string) map[string][]byte {
 	t.Helper()
 	f, err := os.Open(name)
@@ -209,7 +209,7 @@ func untar(t *testing.T, name string) map[string][]byte {
 			t.Fatalf("%s: %v", filepath.Base(name), err)
 		}
 		if h.Typeflag == tar.TypeReg {
-			if files[h.Name], err = io.ReadAll(tr); err != nil {
+			if files[strings.TrimPrefix(h.Name, "./")], err = io.ReadAll(tr); err != nil {
 				t.Fatal(err)
 			}
 		}
