@@ -5,13 +5,18 @@
 #
 # The plugin is fed config/cert-manager, rendered, so that it templates both certificate modes
 # (certManager.enabled gates the Issuer, the Certificate, the CA-injection annotations and
-# --webhook-cert-path), with two fixes applied around it:
+# --webhook-cert-path), with these fixes applied around it:
 # - the plugin writes one template per object name, so objects of different kinds with the same
 #   name overwrite each other. config/policy names each admission policy's binding as the policy,
 #   and config/rbac the binding of the aggregated ClusterRole manager-scale-targets as the role:
 #   the bindings are fed to the plugin as <name>-binding, or the chart would have no policies,
 #   then their templates are given back the kustomize install's names, so that a release named
-#   fencedlock has the same object names as config/default (cmd/manager/chart_test.go checks).
+#   fencedlock has the same object names as config/default (cmd/manager/chart_names_test.go checks).
+# - config/rbac has a namespaced Role and a ClusterRole both named manager-role (controller-gen
+#   names both after rbac:roleName), and likewise their bindings: the plugin keeps one file per
+#   name (and the chart's rbac.namespaced=true turns the ClusterRole into a Role). The Role for the
+#   certificate Secret and its binding are renamed manager-secrets-role(binding) here: the two
+#   names in which a release named fencedlock differs from config/default.
 # - self-managed certificates (certManager.enabled=false, the default) need the empty Secret
 #   config/default ships and its mount, which the cert-manager rendering lacks.
 # Chart.yaml, values.yaml, templates/NOTES.txt and templates/_helpers.tpl are kept from the chart
@@ -33,6 +38,19 @@ cat > "$O/kustomization.yaml" <<YAML
 resources:
 - $(realpath --relative-to="$O" "$ROOT/config/cert-manager")
 patches:
+- target: {kind: Role, name: fencedlock-manager-role}
+  patch: |-
+    - op: replace
+      path: /metadata/name
+      value: fencedlock-manager-secrets-role
+- target: {kind: RoleBinding, name: fencedlock-manager-rolebinding}
+  patch: |-
+    - op: replace
+      path: /metadata/name
+      value: fencedlock-manager-secrets-rolebinding
+    - op: replace
+      path: /roleRef/name
+      value: fencedlock-manager-secrets-role
 YAML
 BINDINGS=(ValidatingAdmissionPolicyBinding:lease-protocol ValidatingAdmissionPolicyBinding:queue-lease
   ValidatingAdmissionPolicyBinding:waiter-lease ValidatingAdmissionPolicyBinding:lease-deletion
