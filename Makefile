@@ -1,7 +1,9 @@
-# Image URL to use all building/pushing image targets
-IMG ?= ghcr.io/fencedlock/fencedlock-manager:latest
+# Image URL to use all building/pushing image targets. The tag dev names an image built from source
+# (make image-tarballs, make docker-build), as config/ and dist/chart do; no registry has it. A
+# release (make release VERSION=vX.Y.Z) pins its version instead (docs/operations.md, "Releasing").
+IMG ?= ghcr.io/fencedlock/fencedlock-manager:dev
 # The sample workload's image (config/samples/job_ledger.yaml).
-WORKER_IMG ?= ghcr.io/fencedlock/ledger-worker:latest
+WORKER_IMG ?= ghcr.io/fencedlock/ledger-worker:dev
 # Set (IfNotPresent, Never) for images loaded into the nodes instead of pulled from a registry.
 IMAGE_PULL_POLICY ?=
 # What build-installer renders: config/default, or config/cert-manager.
@@ -188,6 +190,12 @@ helm-lint: helm ## Lint dist/chart and render it in both certificate modes.
 	"$(HELM)" lint --strict dist/chart
 	"$(HELM)" template fencedlock dist/chart -n fencedlock-system > /dev/null
 	"$(HELM)" template fencedlock dist/chart -n fencedlock-system --set certManager.enabled=true > /dev/null
+
+# Everything a release ships, pinned to VERSION, in dist/release/VERSION (hack/release.sh;
+# IMAGE_ARCHES= skips the images). docs/operations.md, "Releasing".
+.PHONY: release
+release: kustomize helm ## Build release VERSION (make release VERSION=v0.1.0): images, install.yaml, chart, plugin, krew manifest.
+	KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" hack/release.sh "$(VERSION)" "dist/release/$(VERSION)"
 
 .PHONY: build-samples
 build-samples: kustomize ## Generate dist/samples.yaml (config/samples: a lock and a Job) for WORKER_IMG (and IMAGE_PULL_POLICY).

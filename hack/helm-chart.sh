@@ -5,14 +5,18 @@
 #
 # The plugin is fed config/cert-manager, rendered, so that it templates both certificate modes
 # (certManager.enabled gates the Issuer, the Certificate, the CA-injection annotations and
-# --webhook-cert-path), with two fixes applied around it:
+# --webhook-cert-path), with these fixes applied around it:
 # - the plugin writes one template per object name, so objects of different kinds with the same
-#   name overwrite each other. config/policy names each admission policy's binding as the policy:
-#   the bindings are renamed <policy>-binding here, or the chart would have no policies; the
-#   binding of the aggregated ClusterRole manager-scale-targets likewise.
+#   name overwrite each other. config/policy names each admission policy's binding as the policy,
+#   and config/rbac the binding of the aggregated ClusterRole manager-scale-targets as the role:
+#   the bindings are fed to the plugin as <name>-binding, or the chart would have no policies,
+#   then their templates are given back the kustomize install's names, so that a release named
+#   fencedlock has the same object names as config/default (cmd/manager/chart_names_test.go checks).
 # - config/rbac has a namespaced Role and a ClusterRole both named manager-role (controller-gen
 #   names both after rbac:roleName), and likewise their bindings: the plugin keeps one file per
-#   name, so the Role for the certificate Secret was lost. It is renamed manager-secrets-role here.
+#   name (and the chart's rbac.namespaced=true turns the ClusterRole into a Role). The Role for the
+#   certificate Secret and its binding are renamed manager-secrets-role(binding) here: the two
+#   names in which a release named fencedlock differs from config/default.
 # - self-managed certificates (certManager.enabled=false, the default) need the empty Secret
 #   config/default ships and its mount, which the cert-manager rendering lacks.
 # Chart.yaml, values.yaml, templates/NOTES.txt and templates/_helpers.tpl are kept from the chart
@@ -48,12 +52,13 @@ patches:
       path: /roleRef/name
       value: fencedlock-manager-secrets-role
 YAML
-for b in ValidatingAdmissionPolicyBinding:lease-protocol ValidatingAdmissionPolicyBinding:queue-lease \
-  ValidatingAdmissionPolicyBinding:waiter-lease ValidatingAdmissionPolicyBinding:lease-deletion \
-  ValidatingAdmissionPolicyBinding:lock-deletion \
-  ValidatingAdmissionPolicyBinding:fenced-subresources ValidatingAdmissionPolicyBinding:pod-binding \
-  ValidatingAdmissionPolicyBinding:pod-grant \
-  MutatingAdmissionPolicyBinding:token-record ClusterRoleBinding:manager-scale-targets; do
+BINDINGS=(ValidatingAdmissionPolicyBinding:lease-protocol ValidatingAdmissionPolicyBinding:queue-lease
+  ValidatingAdmissionPolicyBinding:waiter-lease ValidatingAdmissionPolicyBinding:lease-deletion
+  ValidatingAdmissionPolicyBinding:lock-deletion
+  ValidatingAdmissionPolicyBinding:fenced-subresources ValidatingAdmissionPolicyBinding:pod-binding
+  ValidatingAdmissionPolicyBinding:pod-grant
+  MutatingAdmissionPolicyBinding:token-record ClusterRoleBinding:manager-scale-targets)
+for b in "${BINDINGS[@]}"; do
   cat >> "$O/kustomization.yaml" <<YAML
 - target: {kind: ${b%%:*}, name: fencedlock-${b#*:}}
   patch: |-
@@ -84,6 +89,14 @@ grep -q 'kind: Role$' "$C/templates/rbac/manager-secrets-role.yaml" ||
 for p in lease-protocol queue-lease waiter-lease lease-deletion lock-deletion fenced-subresources pod-binding pod-grant token-record; do
   [ "$(cat "$C"/templates/*/"$p".yaml "$C"/templates/*/"$p"-binding.yaml 2> /dev/null | grep -c '^kind: .*AdmissionPolicy')" = 2 ] ||
     { echo "admission policy $p or its binding is missing from the generated chart" >&2; exit 1; }
+done
+# The bindings get their kustomize names back (their files keep the -binding suffix).
+for b in "${BINDINGS[@]}"; do
+  n=${b#*:}
+  f=$(ls "$C"/templates/*/"$n"-binding.yaml)
+  perl -pi -e 's/^(  name: \{\{ include "fencedlock\.resourceName" \(dict "suffix" )"\Q'"$n"'\E-binding"/$1"'"$n"'"/' "$f"
+  grep -q "^  name: {{ include \"fencedlock.resourceName\" (dict \"suffix\" \"$n\" " "$f" ||
+    { echo "$f: could not give the binding back its name $n" >&2; exit 1; }
 done
 
 # Self-managed certificates: mount the Secret in both modes (cert-manager writes the same Secret).

@@ -22,25 +22,18 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	fversion "github.com/fencedlock/fencedlock/internal/version"
 )
 
-// version is the plugin's version, set when releasing:
+// version is the plugin's version, set when releasing (`make release`):
 //
 //	go build -ldflags "-X main.version=v0.3.0" ./cmd/kubectl-fencedlock
 //
-// Unset, it is the version of the module the binary was built from: "v0.3.0" after
-// "go install github.com/fencedlock/fencedlock/cmd/kubectl-fencedlock@v0.3.0", "(devel)" in a clone.
+// Unset, it is the version of the module the binary was built from (internal/version.Resolve).
 var version = ""
 
-func shortVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(unknown)"
-}
+func shortVersion() string { return fversion.Resolve(version) }
 
 func newVersionCommand(o *options) *cobra.Command {
 	var short bool

@@ -39,17 +39,29 @@ const chartRelease, chartNamespace = "locks", "locks-system"
 
 func helmTemplate(t *testing.T, args ...string) map[string][]*unstructured.Unstructured {
 	t.Helper()
-	helm := "../../bin/helm"
-	if _, err := os.Stat(helm); err != nil {
-		t.Skip("no bin/helm (make helm): the chart is not rendered")
+	return byKind(t, render(t, "helm", append([]string{"template", chartRelease, "../../dist/chart", "-n", chartNamespace}, args...)...))
+}
+
+// render runs a pinned tool of bin/ (make helm, make kustomize), skipping the test without it.
+func render(t *testing.T, tool string, args ...string) []byte {
+	t.Helper()
+	bin := "../../bin/" + tool
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("no bin/%s (make %s): nothing is rendered", tool, tool)
 	}
-	out, err := exec.Command(helm, append([]string{"template", chartRelease, "../../dist/chart", "-n", chartNamespace}, args...)...).Output()
+	out, err := exec.Command(bin, args...).Output()
 	if err != nil {
 		if ee, ok := errors.AsType[*exec.ExitError](err); ok {
-			t.Fatalf("helm template: %v\n%s", err, ee.Stderr)
+			t.Fatalf("%s %s: %v\n%s", tool, args[0], err, ee.Stderr)
 		}
 		t.Fatal(err)
 	}
+	return out
+}
+
+// byKind decodes a rendered multi-document YAML stream, grouping the objects by kind.
+func byKind(t *testing.T, out []byte) map[string][]*unstructured.Unstructured {
+	t.Helper()
 	byKind := map[string][]*unstructured.Unstructured{}
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
 	for {

@@ -39,6 +39,7 @@ import (
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/cmd/manager/setup"
 	"github.com/fencedlock/fencedlock/controllers"
+	fversion "github.com/fencedlock/fencedlock/internal/version"
 	// +kubebuilder:scaffold:imports
 )
 
@@ -53,6 +54,10 @@ const gcPercent = 50
 func main() {
 	f := setup.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if f.Version {
+		printVersion()
+		return
+	}
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(gcPercent)
 	}
@@ -177,7 +182,7 @@ func main() {
 	}
 	// +kubebuilder:scaffold:builder
 
-	setupLog.Info("Starting manager")
+	setupLog.Info("Starting manager", "version", fversion.Resolve(version))
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		setupLog.Error(err, "Failed to run manager")
 		os.Exit(1)

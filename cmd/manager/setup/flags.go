@@ -49,6 +49,8 @@ type Flags struct {
 
 	CertRotation CertRotationFlags
 	Zap          zap.Options
+
+	Version bool
 }
 
 // CertRotationFlags configure the self-managed webhook certificates and the CA injector.
@@ -119,6 +121,7 @@ func BindFlags(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.MetricsCertKey, "metrics-cert-key", "tls.key", "The name of the metrics server key file.")
 	fs.BoolVar(&f.EnableHTTP2, "enable-http2", false,
 		"If set, HTTP/2 will be enabled for the metrics and webhook servers")
+	fs.BoolVar(&f.Version, "version", false, "Print the manager's version and exit.")
 	f.Zap.BindFlags(fs)
 	// ctrl.GetConfigOrDie reads --kubeconfig; controller-runtime registers it on flag.CommandLine
 	// when imported, and here on any other flag set.
