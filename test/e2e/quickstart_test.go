@@ -42,8 +42,9 @@ const quickStartImage = "busybox:1.35"
 // The README's install lines, which BeforeSuite has done its own way (the suite's overlay of the
 // same config/default, its images loaded into this node's containerd).
 var quickStartInstall = []*regexp.Regexp{
-	regexp.MustCompile(`^sudo ctr -n k8s\.io images import `),
+	regexp.MustCompile(`^sudo ctr -n k8s\.io images import fencedlock-manager_`),
 	regexp.MustCompile(`^kubectl apply --server-side -f install\.yaml`),
+	regexp.MustCompile(`^kubectl krew install --manifest=fencedlock\.krew\.yaml `), // the suite builds the plugin
 }
 
 // quickStartWaits are the lines a reader looks at more than once: what they show depends on how
