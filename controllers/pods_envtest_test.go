@@ -124,6 +124,22 @@ var _ = Describe("Pods as lock holders", func() {
 		Expect(err.Error()).To(ContainSubstring("does not name a FencedLock"))
 	})
 
+	It("refuses a lock named across namespaces, saying that a pod's locks live in its own namespace", func() {
+		ns := kit.NewNamespace()
+		p := util.MultiLockPod(ns, "cross", "a,ops/ledger")
+		err := k8sClient.Create(ctx, p)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(And(ContainSubstring("a pod's locks live in its own namespace ("+ns+")"),
+			ContainSubstring("FencedLock ops/ledger"), ContainSubstring(`"ledger" asks for FencedLock `+ns+"/ledger"),
+			Not(ContainSubstring("regex"))))
+
+		By("a namespace written with a dot is a lock name of the pod's namespace; the pod is told where it was looked for")
+		kit.CreatePod(util.Pod(ns, "dotted", "ops.ledger"))
+		Eventually(func() []string { return podEvents(ns, "dotted") }).Should(ContainElement(
+			"LockNotFound: FencedLock " + ns + "/ops.ledger does not exist: a pod's locks live in its own namespace (" + ns +
+				"), so the lock is looked for there; the pod stays gated until it is created"))
+	})
+
 	It("drops a waiting pod that is deleted, and hands over when the holder pod is deleted", func() {
 		ns := kit.NewNamespace()
 		kit.NewLock(ns, "jobs")
@@ -297,7 +313,7 @@ var _ = Describe("Pods as lock holders", func() {
 		ns := kit.NewNamespace()
 		kit.CreatePod(util.Pod(ns, "early", "not-yet"))
 		Eventually(func() []string { return podEvents(ns, "early") }).Should(ContainElement(
-			ContainSubstring("FencedLock not-yet does not exist")))
+			ContainSubstring("FencedLock " + ns + "/not-yet does not exist: a pod's locks live in its own namespace (" + ns + ")")))
 		stillGated(ns, "early")
 
 		kit.NewLock(ns, "not-yet")
