@@ -217,7 +217,7 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 	for i, p := range st.Permits {
 		grants[i] = planInput{st: st.OfPermit(p), obs: obs[p.Number], holderPod: holders.pods[p.Number],
 			holderProgress: holders.progress[p.Number], waiting: qp.waiting, headPod: headPod, headProgress: headProgress,
-			maxHold: maxHold(&fl), now: now}
+			maxHold: maxHold(&fl), startup: fl.Spec.StartupAllowance(), now: now}
 	}
 	room := st.OfPermit(lease.Permit{})
 	room.Permits, room.Served = nil, st.Served

@@ -74,7 +74,7 @@ func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.
 	switch p.end {
 	case revoke:
 		r.observer.noteRevoke(client.ObjectKeyFromObject(fl))
-		events = append(events, r.recordRevoke(ctx, fl, l, st, p.reason, now.Sub(obs.acquiredAt)))
+		events = append(events, r.recordRevoke(ctx, fl, l, st, p.reason, obs, now))
 	case release:
 		log.Info("Released lock on behalf of its pod", "holder", st.Holder, "token", st.Token.String(), "why", p.why)
 		if p.holder != nil {
@@ -124,10 +124,11 @@ func permitNote(fl *locksv1alpha1.FencedLock, permit int) string {
 	return fmt.Sprintf(" (permit %d of %d)", permit, fl.Spec.PermitCount())
 }
 
-// recordRevoke reports a revocation: metrics and a log line now; it returns the sending of an
-// event on the lock and, for a pod holder, one on the pod.
+// recordRevoke reports a revocation of the grant observed as obs: metrics and a log line now; it
+// returns the sending of an event on the lock and, for a pod holder, one on the pod.
 func (r *FencedLockReconciler) recordRevoke(ctx context.Context, fl *locksv1alpha1.FencedLock, l *coordinationv1.Lease,
-	st lease.State, reason expiryReason, held time.Duration) (sendEvents func()) {
+	st lease.State, reason expiryReason, obs observation, now time.Time) (sendEvents func()) {
+	held := now.Sub(obs.acquiredAt)
 	countRevocation(reason, held)
 	why := fmt.Sprintf("not renewed within %s", st.Duration)
 	note := fmt.Sprintf("Grant of %s (token %s) was not renewed within %s; revoked", st.Holder, st.Token, st.Duration)
@@ -137,7 +138,10 @@ func (r *FencedLockReconciler) recordRevoke(ctx context.Context, fl *locksv1alph
 		note = fmt.Sprintf("Grant of %s (token %s) exceeded spec.maxHoldSeconds=%d; revoked", st.Holder, st.Token, *fl.Spec.MaxHoldSeconds)
 	case expiryNotReady:
 		why = fmt.Sprintf("not Ready for %s", st.Duration)
-		note = fmt.Sprintf("Holder %s (token %s) was not Ready for %s; revoked", st.Holder, st.Token, st.Duration)
+		if startup := fl.Spec.StartupAllowance(); !obs.readySeen && startup > st.Duration {
+			why = fmt.Sprintf("not Ready within its start-up allowance of %s (spec.startupSeconds)", startup)
+		}
+		note = fmt.Sprintf("Holder %s (token %s) was %s; revoked", st.Holder, st.Token, why)
 	}
 	logf.FromContext(ctx).Info("Revoked grant", "holder", st.Holder, "token", st.Token.String(), "why", why,
 		"held", held.String())

@@ -37,7 +37,8 @@ import (
 // Pods hold a lock under identity "pod/<name>/<uid>". While a pod holds it, the controller keeps
 // the grant alive on the pod's behalf (no renewals: like an ephemeral znode, the grant lives as
 // long as its pod). The grant ends when the pod finishes or is deleted (released), or when the pod
-// has not been Ready for longer than the lease (revoked: e.g. its node is partitioned).
+// has not been Ready for longer than the lease (revoked: e.g. its node is partitioned), or, before
+// it was first Ready, for longer than its lock's start-up allowance (spec.startupSeconds).
 
 // podIsHolder reports whether holder names pod: whether it is pod's PodHolderIdentity, compared
 // without building that string (every reconcile asks it of every pod of the lock).
@@ -119,15 +120,15 @@ func findHolders(pods []*corev1.Pod, st lease.State, view *leaseView, lock strin
 	return h
 }
 
-// ready says whether the pod holding permit p is Ready, nil if no pod of the lock holds it. A pod
-// still gated while it waits for its other locks cannot be Ready: its not-Ready clock starts once
-// it is ungated.
+// ready says whether the pod holding permit p is Ready, nil if no pod of the lock holds it or it
+// is still gated while it waits for its other locks: such a pod cannot be Ready, and neither its
+// not-Ready clock nor its start-up starts before it is ungated.
 func (h permitPods) ready(p lease.Permit) *bool {
 	pod := h.pods[p.Number]
-	if pod == nil {
+	if pod == nil || (locksv1alpha1.HasLockGate(pod) && h.progress[p.Number].lacks != "") {
 		return nil
 	}
-	return new(podReady(pod) || (locksv1alpha1.HasLockGate(pod) && h.progress[p.Number].lacks != ""))
+	return new(podReady(pod))
 }
 
 // findHolder returns the pod holding the lock, or nil if the holder is not one of pods.

@@ -192,6 +192,38 @@ var _ = Describe("Pods as lock holders", func() {
 			MatchRegexp(`^Expired: Revoked lock jobs \(token \d+\): not Ready for 15s`)), "the revoked pod hears of it too")
 	})
 
+	It("keeps the grant of a starting pod for its start-up allowance, then revokes it for not being Ready", func() {
+		ns := kit.NewNamespace()
+		fl := kit.NewLock(ns, "jobs", util.StartupSeconds(60)) // a 15 s lease
+		Expect(kit.GetLock(ns, "jobs").Spec.StartupSeconds).To(HaveValue(Equal(int32(60))))
+		kit.CreatePod(util.Pod(ns, "pulling", "jobs")) // never Ready: its image is still being pulled
+		tPulling := granted(ns, "pulling")
+		kit.CreatePod(util.Pod(ns, "next", "jobs"))
+		Eventually(func() int32 { return kit.GetLock(ns, "jobs").Status.WaitingCount }).Should(Equal(int32(1)))
+		settle(fl)
+
+		By("past the lease, within the allowance: kept")
+		fakeClock.Step(45 * time.Second)
+		poke(fl)
+		Consistently(func() token.Token { return kit.LeaseState(ns, "jobs").Token }, "500ms").Should(Equal(tPulling))
+		stillGated(ns, "next")
+
+		By("past the allowance: revoked, on the controller's own timer (no poke), and the next pod granted")
+		// The allowance runs from the reconcile that first saw the grant, before the step above or
+		// (on a slow run) just after it: past 61 s the clock moves on a second at a time.
+		fakeClock.Step(16 * time.Second)
+		Eventually(func() bool {
+			if locksv1alpha1.HasLockGate(kit.GetPod(ns, "next")) {
+				fakeClock.Step(time.Second)
+				return false
+			}
+			return true
+		}, "20s", "250ms").Should(BeTrue())
+		Expect(granted(ns, "next")).To(BeNumerically(">", tPulling))
+		Eventually(func() []string { return podEvents(ns, "pulling") }).Should(ContainElement(
+			MatchRegexp(`^Expired: Revoked lock jobs \(token \d+\): not Ready within its start-up allowance of 1m0s \(spec.startupSeconds\)`)))
+	})
+
 	It("completes a grant interrupted between the Lease write and the pod patch, without granting twice", func() {
 		ns := kit.NewNamespace()
 		kit.NewLock(ns, "jobs")
@@ -288,7 +320,7 @@ var _ = Describe("Pods as lock holders", func() {
 
 	It("mirrors a holder pod with a 253-character name and revokes it at its expiry on its own timer", func() {
 		ns := kit.NewNamespace()
-		kit.NewLock(ns, "jobs", util.LeaseSeconds(1))
+		kit.NewLock(ns, "jobs", util.LeaseSeconds(1), util.StartupSeconds(0))
 		// The longest pod name there is: four DNS labels, 253 characters.
 		name := strings.Join([]string{strings.Repeat("a", 63), strings.Repeat("b", 63), strings.Repeat("c", 63),
 			strings.Repeat("d", 61)}, ".")

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -145,6 +146,19 @@ func PodLocks(pod *corev1.Pod) []string {
 		return nil
 	}
 	return locks
+}
+
+// DefaultStartupSeconds is spec.startupSeconds when unset; the CRD's default marker says the same
+// (a test asserts they agree).
+const DefaultStartupSeconds = 300
+
+// StartupAllowance returns spec.startupSeconds as a duration, DefaultStartupSeconds when unset (an
+// object built without the API server's defaulting).
+func (s FencedLockSpec) StartupAllowance() time.Duration {
+	if s.StartupSeconds == nil {
+		return DefaultStartupSeconds * time.Second
+	}
+	return time.Duration(*s.StartupSeconds) * time.Second
 }
 
 // PermitCount returns spec.permits, 1 when unset (an object built without the API server's

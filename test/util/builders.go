@@ -71,6 +71,11 @@ func LeaseSeconds(s int32) func(*locksv1alpha1.FencedLock) {
 	return func(fl *locksv1alpha1.FencedLock) { fl.Spec.LeaseDurationSeconds = s }
 }
 
+// StartupSeconds sets a FencedLock's spec.startupSeconds, for NewLock.
+func StartupSeconds(s int32) func(*locksv1alpha1.FencedLock) {
+	return func(fl *locksv1alpha1.FencedLock) { fl.Spec.StartupSeconds = &s }
+}
+
 // Permits sets a FencedLock's spec.permits, for NewLock.
 func Permits(n int32) func(*locksv1alpha1.FencedLock) {
 	return func(fl *locksv1alpha1.FencedLock) { fl.Spec.Permits = n }
