@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -72,6 +73,8 @@ type FencedLockReconciler struct {
 	// waiterIndex is the Lease informer's indexer, with waitersByLockIndex (see lockWaiters).
 	waiterIndex toolscache.Indexer
 	waiters     *waiterLog
+	// conditions remembers the lock conditions this manager wrote on pods (see explainPods).
+	conditions *conditionLog
 	// retries is the controller's rate limiter, through which a failed reconcile keeps its deadline.
 	retries *retryLimiter
 }
@@ -97,6 +100,7 @@ func NewFencedLockReconciler(c client.Client, apiReader client.Reader, recorder 
 		observer:                newObserver(),
 		queues:                  newQueueReader(),
 		waiters:                 newWaiterLog(),
+		conditions:              newConditionLog(),
 		retries:                 newRetryLimiter(),
 	}
 	for _, o := range opts {
@@ -242,8 +246,10 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 	}
 
 	r.announceWaiters(&fl, qp)
+	// The timers: a grant's deadline, a queued client's liveness deadline, a pod's position due,
+	// a coalesced status write.
+	wake := earliest(p.deadline, r.explainPods(ctx, &fl, st, pods, holders, qp, now))
 	before, status := *fl.Status.DeepCopy(), computeStatus(&fl, st, qp, now)
-	wake := p.deadline // the timers: a grant's deadline, a queued client's liveness deadline, a coalesced status write
 	if !equality.Semantic.DeepEqual(before, status) {
 		if due := r.observer.statusWrittenAt(key).Add(r.statusRenewalInterval); onlyRenewalTimes(before, status) && now.Before(due) {
 			wake = earliest(wake, due) // a renewal alone waits for the refresh
@@ -375,8 +381,9 @@ func (r *FencedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			mgr.GetRESTMapper(), &locksv1alpha1.FencedLock{}, handler.OnlyControllerOwner())}).
 		// A waiter Lease's join, beat or leave wakes its lock (it is owned, not controlled).
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.lockOfWaiter)).
-		// Pods that ask for a lock (the cache holds no others) wake their lock.
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(lockOfPod)).
+		// Pods that ask for a lock (the cache holds no others) wake their lock, unless all that
+		// changed is their lock conditions, which the controller writes and never reads.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(lockOfPod), builder.WithPredicates(podChangeMatters)).
 		// A multi-lock pod's grant or loss of one lock wakes its other locks.
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.podLocksOfLeaseHolder)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.maxConcurrentReconciles),

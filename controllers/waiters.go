@@ -67,10 +67,15 @@ func (r *FencedLockReconciler) reportMissingLock(ctx context.Context, key types.
 		return err
 	}
 	view := newLeaseView(ctx, r.Client, key.Namespace, key.Name, lease.State{})
-	r.waiters.announce(key, computeQueue(pods, key.Name, lease.State{}, view.holds), func(_ int, pod *corev1.Pod) {
+	asking := computeQueue(pods, key.Name, lease.State{}, view.holds)
+	r.waiters.announce(key, asking, func(_ int, pod *corev1.Pod) {
 		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, locksv1alpha1.ReasonLockNotFound, actionQueue,
 			"%s", lockNotFoundMessage(key))
 	})
+	r.conditions.keep(key, pods)
+	for _, pod := range asking {
+		r.explain(ctx, fl, pod, r.conditions.shown(key, pod), lockNotFoundCondition(key), 0, r.clock.Now())
+	}
 	return nil
 }
 
