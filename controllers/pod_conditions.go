@@ -77,32 +77,9 @@ func (c podCondition) sameAs(cur *corev1.PodCondition) bool {
 // whose Lease reads st.
 func waitingCondition(fl *locksv1alpha1.FencedLock, st lease.State, pos, n int, now time.Time) podCondition {
 	return podCondition{status: corev1.ConditionFalse, reason: locksv1alpha1.ReasonWaiting,
-		key: fmt.Sprintf("Waiting for FencedLock %s/%s at position %d, %s", fl.Namespace, fl.Name, pos, holdersText(st, fl)),
+		key: fmt.Sprintf("Waiting for FencedLock %s/%s at position %d, %s", fl.Namespace, fl.Name, pos, st.HoldersText()),
 		tail: fmt.Sprintf("%d waiting, as of %s (kubectl fencedlock why shows it live)", n,
 			now.UTC().Format(time.RFC3339))}
-}
-
-// holdersText says who holds the lock: its holder, or a semaphore's permits (the first three).
-func holdersText(st lease.State, fl *locksv1alpha1.FencedLock) string {
-	if len(st.Permits) == 0 {
-		return "the lock is free (granted from the queue next)"
-	}
-	if fl.Spec.PermitCount() == 1 {
-		return fmt.Sprintf("held by %s (token %s)", st.Permits[0].Holder, st.Permits[0].Token)
-	}
-	const shown = 3
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d of %d permits held: ", len(st.Permits), fl.Spec.PermitCount())
-	for i, p := range st.Permits[:min(len(st.Permits), shown)] {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s (token %s)", p.Holder, p.Token)
-	}
-	if more := len(st.Permits) - shown; more > 0 {
-		fmt.Fprintf(&b, " and %d more", more)
-	}
-	return b.String()
 }
 
 // grantedCondition is the condition of a pod granted fl with tok.

@@ -89,7 +89,7 @@ func TestPodConditionMessages(t *testing.T) {
 	}
 	sem := fl.DeepCopy()
 	sem.Spec.Permits = 5
-	st := lease.State{Token: 20, Permits: []lease.Permit{{Number: 1, Holder: "a", Token: 11}, {Number: 2, Holder: "b", Token: 12},
+	st := lease.State{Token: 20, Limit: 5, Permits: []lease.Permit{{Number: 1, Holder: "a", Token: 11}, {Number: 2, Holder: "b", Token: 12},
 		{Number: 3, Holder: "c", Token: 13}, {Number: 4, Holder: "d", Token: 14}}}
 	if w := waitingCondition(sem, st, 1, 1, t0).message(); !strings.Contains(w, "4 of 5 permits held: a (token 11), b (token 12), c (token 13) and 1 more") {
 		t.Errorf("waiting message of a semaphore: %q", w)
