@@ -80,8 +80,9 @@ func TestCompatibilityTableIsTheManagers(t *testing.T) {
 		m[1] != minKubernetesMinor {
 		t.Errorf("the compatibility section's minimum version is %v; the manager's is 1.%s", m, minKubernetesMinor)
 	}
-	var rows, want []string
-	for _, m := range regexp.MustCompile("(?m)^\\| `([^`]+)` \\| `([^`]+)` \\| (.+) \\|$").FindAllStringSubmatch(section, -1) {
+	matches := regexp.MustCompile("(?m)^\\| `([^`]+)` \\| `([^`]+)` \\| (.+) \\|$").FindAllStringSubmatch(section, -1)
+	rows, want := make([]string, 0, len(matches)), make([]string, 0, len(setup.Requirements))
+	for _, m := range matches {
 		rows = append(rows, m[1]+" "+m[2]+": "+m[3])
 	}
 	for _, r := range setup.Requirements {

@@ -42,6 +42,10 @@ type Requirement struct {
 	For string
 }
 
+// admissionV1 is the group version of the install's admission policies and webhook
+// configurations.
+const admissionV1 = "admissionregistration.k8s.io/v1"
+
 // Requirements are the APIs fencedlock needs the API server to serve. Pod scheduling gates (GA
 // in 1.30) and webhook matchConditions (GA in 1.30) are fields, not APIs: the minimum version
 // covers them.
@@ -52,12 +56,12 @@ var Requirements = []Requirement{
 	{"v1", "pods", "pods that ask for a lock, held behind scheduling gate fencedlock.io/lock"},
 	{"v1", "pods/status", "the pods' lock conditions, which say why they wait"},
 	{"events.k8s.io/v1", "events", "Events on locks and pods"},
-	{"admissionregistration.k8s.io/v1", "validatingadmissionpolicies", "the Lease protocol and pod-grant policies (config/policy)"},
-	{"admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings", "binding those policies"},
-	{"admissionregistration.k8s.io/v1", "mutatingadmissionpolicies", "the token record (config/policy/token_record.yaml)"},
-	{"admissionregistration.k8s.io/v1", "mutatingadmissionpolicybindings", "binding the token record"},
-	{"admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", "the pod gate, and its CA bundle kept by the manager"},
-	{"admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", "the fence, and its CA bundle kept by the manager"},
+	{admissionV1, "validatingadmissionpolicies", "the Lease protocol and pod-grant policies (config/policy)"},
+	{admissionV1, "validatingadmissionpolicybindings", "binding those policies"},
+	{admissionV1, "mutatingadmissionpolicies", "the token record (config/policy/token_record.yaml)"},
+	{admissionV1, "mutatingadmissionpolicybindings", "binding the token record"},
+	{admissionV1, "mutatingwebhookconfigurations", "the pod gate, and its CA bundle kept by the manager"},
+	{admissionV1, "validatingwebhookconfigurations", "the fence, and its CA bundle kept by the manager"},
 }
 
 // CheckServer asks the API server of cfg, through discovery, whether it serves what fencedlock
