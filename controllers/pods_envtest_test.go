@@ -58,13 +58,8 @@ func granted(ns, name string) token.Token {
 // setPodStatus plays the kubelet: phase and Ready condition through the status subresource.
 func setPodStatus(ns, name string, phase corev1.PodPhase, ready bool) {
 	p := kit.GetPod(ns, name)
-	p.Status.Phase = phase
-	cond := corev1.ConditionFalse
-	if ready {
-		cond = corev1.ConditionTrue
-	}
-	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: cond, LastTransitionTime: metav1.Now()}}
-	ExpectWithOffset(1, k8sClient.Status().Update(ctx, p)).To(Succeed())
+	ExpectWithOffset(1, k8sClient.Status().Patch(ctx, p,
+		client.RawPatch(types.StrategicMergePatchType, util.PodStatusPatch(phase, &ready)))).To(Succeed())
 }
 
 func stillGated(ns string, names ...string) {
