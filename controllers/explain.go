@@ -113,12 +113,12 @@ func (r *FencedLockReconciler) explainPods(ctx context.Context, fl *locksv1alpha
 	for i, w := range qp.waiting {
 		if pod := qp.pods[w.Holder]; pod != nil {
 			want := waitingCondition(fl, st, i+1, len(qp.waiting), now)
-			wake = earliest(wake, r.explain(ctx, fl, pod, r.conditions.shown(key, pod), want, i+1, now))
+			wake = earliest(wake, r.explain(ctx, fl, pod, r.shownCondition(key, pod), want, i+1, now))
 		}
 	}
 	for _, p := range st.Permits {
 		if pod := holders.pods[p.Number]; pod != nil {
-			r.explain(ctx, fl, pod, r.conditions.shown(key, pod), grantedCondition(fl, p.Token, p.Number), 0, now)
+			r.explain(ctx, fl, pod, r.shownCondition(key, pod), grantedCondition(fl, p.Token, p.Number), 0, now)
 		}
 	}
 	for _, pod := range pods {
@@ -129,7 +129,7 @@ func (r *FencedLockReconciler) explainPods(ctx context.Context, fl *locksv1alpha
 		if _, held := st.HolderOf(locksv1alpha1.PodHolderIdentity(pod.Name, string(pod.UID))); held {
 			continue
 		}
-		if cur := r.conditions.shown(key, pod); cur != nil && cur.Reason == locksv1alpha1.ReasonGranted {
+		if cur := r.shownCondition(key, pod); cur != nil && cur.Reason == locksv1alpha1.ReasonGranted {
 			why := "the lock's Lease no longer names the pod"
 			if st.RevokedToken == tok {
 				why = "revoked by the manager"
@@ -144,6 +144,15 @@ func (r *FencedLockReconciler) explainPods(ctx context.Context, fl *locksv1alpha
 	return wake
 }
 
+// shownCondition is pod's condition for the lock of key as far as this manager knows: one it asked
+// for and has not written yet, else conditionLog.shown.
+func (r *FencedLockReconciler) shownCondition(key types.NamespacedName, pod *corev1.Pod) *corev1.PodCondition {
+	if c := r.condWriter.pendingFor(pod.UID, key.Name); c != nil {
+		return c
+	}
+	return r.conditions.shown(key, pod)
+}
+
 // explain writes want as pod's condition for fl if conditionDue says so, and returns when a
 // change not written now falls due.
 func (r *FencedLockReconciler) explain(ctx context.Context, fl *locksv1alpha1.FencedLock, pod *corev1.Pod,
@@ -152,31 +161,118 @@ func (r *FencedLockReconciler) explain(ctx context.Context, fl *locksv1alpha1.Fe
 	if !write {
 		return due
 	}
-	if err := r.writePodCondition(ctx, fl.Namespace, fl.Name, pod, newPodCondition(pod, fl.Name, cur, want, now)); err != nil {
-		logf.FromContext(ctx).Error(err, "Writing a pod's lock condition", "pod", pod.Name, "reason", want.reason)
-	}
+	r.condWriter.enqueue(conditionWrite{lock: fl.Name, pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name},
+		uid: pod.UID, cond: newPodCondition(pod, fl.Name, cur, want, now)})
 	return time.Time{}
 }
 
-// writePodCondition patches pod's status with cond (its one condition for lock: conditions merge
-// by type), on the pod of that UID only. A pod gone or replaced is no error.
-func (r *FencedLockReconciler) writePodCondition(ctx context.Context, ns, lock string, pod *corev1.Pod, cond corev1.PodCondition) error {
+// writePodCondition patches the status of pod c.pod with c.cond (its one condition for c.lock:
+// conditions merge by type), on the pod of UID c.uid only. A pod gone or replaced is no error.
+func (r *FencedLockReconciler) writePodCondition(ctx context.Context, c conditionWrite) error {
 	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"uid": pod.UID},
-		"status":   map[string]any{"conditions": []corev1.PodCondition{cond}},
+		"metadata": map[string]any{"uid": c.uid},
+		"status":   map[string]any{"conditions": []corev1.PodCondition{c.cond}},
 	})
 	if err != nil {
 		return fmt.Errorf("encoding pod condition patch: %w", err)
 	}
 	out := &corev1.Pod{}
-	out.Namespace, out.Name = pod.Namespace, pod.Name
+	out.Namespace, out.Name = c.pod.Namespace, c.pod.Name
 	if err := r.Status().Patch(ctx, out, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
 		if apierrors.IsNotFound(err) || podReplaced(err) {
 			return nil
 		}
-		return fmt.Errorf("patching status of pod %s: %w", pod.Name, err)
+		return fmt.Errorf("patching status of pod %s: %w", c.pod.Name, err)
 	}
 	countPodConditionWrite()
-	r.conditions.note(types.NamespacedName{Namespace: ns, Name: lock}, pod.UID, cond, out.ResourceVersion)
+	r.conditions.note(types.NamespacedName{Namespace: c.pod.Namespace, Name: c.lock}, c.uid, c.cond, out.ResourceVersion)
 	return nil
+}
+
+// conditionWrite is one pod lock condition to write.
+type conditionWrite struct {
+	lock string
+	pod  types.NamespacedName
+	uid  types.UID
+	cond corev1.PodCondition
+}
+
+// conditionWriter writes pods' lock conditions off the reconciles' path, one at a time, the latest
+// wanted per pod and lock: a grant never waits for the explanation of the queue behind it, and a
+// condition superseded before its turn (a position moved on again in a fast drain) is not
+// written at all. It runs on the leader only, as the reconciles that fill it.
+type conditionWriter struct {
+	write   func(context.Context, conditionWrite) error
+	mu      sync.Mutex
+	pending map[conditionKey]conditionWrite
+	order   []conditionKey
+	wake    chan struct{}
+}
+
+type conditionKey struct {
+	uid  types.UID
+	lock string
+}
+
+func newConditionWriter(write func(context.Context, conditionWrite) error) *conditionWriter {
+	return &conditionWriter{write: write, pending: map[conditionKey]conditionWrite{}, wake: make(chan struct{}, 1)}
+}
+
+// enqueue asks for c, in place of any condition of the same pod and lock not written yet.
+func (w *conditionWriter) enqueue(c conditionWrite) {
+	k := conditionKey{uid: c.uid, lock: c.lock}
+	w.mu.Lock()
+	if _, queued := w.pending[k]; !queued {
+		w.order = append(w.order, k)
+	}
+	w.pending[k] = c
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pendingFor returns the condition asked for pod uid and lock and not written yet, nil if none.
+func (w *conditionWriter) pendingFor(uid types.UID, lock string) *corev1.PodCondition {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c, ok := w.pending[conditionKey{uid: uid, lock: lock}]; ok {
+		return &c.cond
+	}
+	return nil
+}
+
+// next takes the oldest condition asked for.
+func (w *conditionWriter) next() (conditionWrite, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.order) == 0 {
+		return conditionWrite{}, false
+	}
+	k := w.order[0]
+	w.order = w.order[1:]
+	c := w.pending[k]
+	delete(w.pending, k)
+	return c, true
+}
+
+// Start writes until ctx ends. A failed write is logged: the next reconcile of the lock asks for
+// the condition again.
+func (w *conditionWriter) Start(ctx context.Context) error {
+	log := logf.FromContext(ctx).WithName("pod-conditions")
+	for {
+		c, ok := w.next()
+		if !ok {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-w.wake:
+				continue
+			}
+		}
+		if err := w.write(ctx, c); err != nil && ctx.Err() == nil {
+			log.Error(err, "Writing a pod's lock condition", "pod", c.pod.Name, "lock", c.lock, "reason", c.cond.Reason)
+		}
+	}
 }

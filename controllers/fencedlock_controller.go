@@ -75,6 +75,8 @@ type FencedLockReconciler struct {
 	waiters     *waiterLog
 	// conditions remembers the lock conditions this manager wrote on pods (see explainPods).
 	conditions *conditionLog
+	// condWriter writes them, off the reconciles' path.
+	condWriter *conditionWriter
 	// retries is the controller's rate limiter, through which a failed reconcile keeps its deadline.
 	retries *retryLimiter
 }
@@ -103,6 +105,7 @@ func NewFencedLockReconciler(c client.Client, apiReader client.Reader, recorder 
 		conditions:              newConditionLog(),
 		retries:                 newRetryLimiter(),
 	}
+	r.condWriter = newConditionWriter(r.writePodCondition)
 	for _, o := range opts {
 		o(r)
 	}
@@ -372,6 +375,9 @@ func (r *FencedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("indexing pods by lock: %w", err)
 	}
 	r.podIndex = podIndex
+	if err := mgr.Add(r.condWriter); err != nil {
+		return fmt.Errorf("adding the pod condition writer: %w", err)
+	}
 	if r.waiterIndex, err = indexWaitersByLock(context.Background(), mgr.GetCache()); err != nil {
 		return fmt.Errorf("indexing waiter leases by lock: %w", err)
 	}

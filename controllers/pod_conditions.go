@@ -39,9 +39,10 @@ import (
 // grant (O(n²) writes): a pod's condition is written when it joins the queue, when it is granted
 // and when its grant is revoked; on a grant only the first podConditionLead waiting pods, whose
 // position and holder the grant changed, are rewritten at once; every other waiting pod at most
-// once per podConditionRefresh, its message saying as of when it was true. So a drain costs at
-// most 2 + podConditionLead condition writes per grant, plus one per waiting pod per
-// podConditionRefresh.
+// once per podConditionRefresh, its message saying as of when it was true. So a drain costs about
+// 2 + podConditionLead condition writes per grant, plus one per waiting pod per
+// podConditionRefresh; conditionWriter makes them off the reconciles' path, and skips those
+// superseded before their turn.
 const (
 	// podConditionLead is how many pods at the head of a queue see their position at once.
 	podConditionLead = 3
