@@ -105,7 +105,7 @@ func (c *conditionLog) keep(key types.NamespacedName, pods []*corev1.Pod) {
 // it was not followed by its condition), that its token is dead. It returns when a position not
 // written now falls due. A failed write is logged and retried by the next reconcile: the
 // conditions are output only, and never hold up a grant.
-func (r *FencedLockReconciler) explainPods(ctx context.Context, fl *locksv1alpha1.FencedLock, st lease.State,
+func (r *FencedLockReconciler) explainPods(fl *locksv1alpha1.FencedLock, st lease.State,
 	pods []*corev1.Pod, holders permitPods, qp queuePlan, now time.Time) time.Time {
 	key := client.ObjectKeyFromObject(fl)
 	r.conditions.keep(key, pods)
@@ -113,12 +113,12 @@ func (r *FencedLockReconciler) explainPods(ctx context.Context, fl *locksv1alpha
 	for i, w := range qp.waiting {
 		if pod := qp.pods[w.Holder]; pod != nil {
 			want := waitingCondition(fl, st, i+1, len(qp.waiting), now)
-			wake = earliest(wake, r.explain(ctx, fl, pod, r.shownCondition(key, pod), want, i+1, now))
+			wake = earliest(wake, r.explain(fl, pod, r.shownCondition(key, pod), want, i+1, now))
 		}
 	}
 	for _, p := range st.Permits {
 		if pod := holders.pods[p.Number]; pod != nil {
-			r.explain(ctx, fl, pod, r.shownCondition(key, pod), grantedCondition(fl, p.Token, p.Number), 0, now)
+			r.explain(fl, pod, r.shownCondition(key, pod), grantedCondition(fl, p.Token, p.Number), 0, now)
 		}
 	}
 	for _, pod := range pods {
@@ -134,7 +134,7 @@ func (r *FencedLockReconciler) explainPods(ctx context.Context, fl *locksv1alpha
 			if st.RevokedToken == tok {
 				why = "revoked by the manager"
 			}
-			r.explain(ctx, fl, pod, cur, revokedCondition(fl, tok, why), 0, now)
+			r.explain(fl, pod, cur, revokedCondition(fl, tok, why), 0, now)
 		}
 	}
 	if !wake.IsZero() {
@@ -155,7 +155,7 @@ func (r *FencedLockReconciler) shownCondition(key types.NamespacedName, pod *cor
 
 // explain writes want as pod's condition for fl if conditionDue says so, and returns when a
 // change not written now falls due.
-func (r *FencedLockReconciler) explain(ctx context.Context, fl *locksv1alpha1.FencedLock, pod *corev1.Pod,
+func (r *FencedLockReconciler) explain(fl *locksv1alpha1.FencedLock, pod *corev1.Pod,
 	cur *corev1.PodCondition, want podCondition, pos int, now time.Time) time.Time {
 	write, due := conditionDue(cur, want, pos, now)
 	if !write {
@@ -206,7 +206,10 @@ type conditionWriter struct {
 	mu      sync.Mutex
 	pending map[conditionKey]conditionWrite
 	order   []conditionKey
-	wake    chan struct{}
+	// inflight is the condition being written: until its write is noted (conditionLog), it is
+	// what the pod is about to show.
+	inflight *conditionWrite
+	wake     chan struct{}
 }
 
 type conditionKey struct {
@@ -237,7 +240,11 @@ func (w *conditionWriter) enqueue(c conditionWrite) {
 func (w *conditionWriter) pendingFor(uid types.UID, lock string) *corev1.PodCondition {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if c, ok := w.pending[conditionKey{uid: uid, lock: lock}]; ok {
+	k := conditionKey{uid: uid, lock: lock}
+	if c, ok := w.pending[k]; ok {
+		return &c.cond
+	}
+	if c := w.inflight; c != nil && c.uid == uid && c.lock == lock {
 		return &c.cond
 	}
 	return nil
@@ -254,7 +261,15 @@ func (w *conditionWriter) next() (conditionWrite, bool) {
 	w.order = w.order[1:]
 	c := w.pending[k]
 	delete(w.pending, k)
+	w.inflight = &c
 	return c, true
+}
+
+// done ends the write next returned last.
+func (w *conditionWriter) done() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.inflight = nil
 }
 
 // Start writes until ctx ends. A failed write is logged: the next reconcile of the lock asks for
@@ -274,5 +289,6 @@ func (w *conditionWriter) Start(ctx context.Context) error {
 		if err := w.write(ctx, c); err != nil && ctx.Err() == nil {
 			log.Error(err, "Writing a pod's lock condition", "pod", c.pod.Name, "lock", c.lock, "reason", c.cond.Reason)
 		}
+		w.done()
 	}
 }

@@ -251,7 +251,7 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 	r.announceWaiters(&fl, qp)
 	// The timers: a grant's deadline, a queued client's liveness deadline, a pod's position due,
 	// a coalesced status write.
-	wake := earliest(p.deadline, r.explainPods(ctx, &fl, st, pods, holders, qp, now))
+	wake := earliest(p.deadline, r.explainPods(&fl, st, pods, holders, qp, now))
 	before, status := *fl.Status.DeepCopy(), computeStatus(&fl, st, qp, now)
 	if !equality.Semantic.DeepEqual(before, status) {
 		if due := r.observer.statusWrittenAt(key).Add(r.statusRenewalInterval); onlyRenewalTimes(before, status) && now.Before(due) {

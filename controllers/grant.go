@@ -79,7 +79,7 @@ func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.
 			// The pod runs on with a dead token: its condition says so.
 			why, _ := revokeWhy(fl, st, p.reason, obs)
 			events = append(events, func() {
-				r.explain(ctx, fl, pod, r.shownCondition(client.ObjectKeyFromObject(fl), pod), revokedCondition(fl, st.Token, why), 0, now)
+				r.explain(fl, pod, r.shownCondition(client.ObjectKeyFromObject(fl), pod), revokedCondition(fl, st.Token, why), 0, now)
 			})
 		}
 	case release:

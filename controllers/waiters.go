@@ -74,7 +74,7 @@ func (r *FencedLockReconciler) reportMissingLock(ctx context.Context, key types.
 	})
 	r.conditions.keep(key, pods)
 	for _, pod := range asking {
-		r.explain(ctx, fl, pod, r.shownCondition(key, pod), lockNotFoundCondition(key), 0, r.clock.Now())
+		r.explain(fl, pod, r.shownCondition(key, pod), lockNotFoundCondition(key), 0, r.clock.Now())
 	}
 	return nil
 }
