@@ -32,9 +32,11 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
-// MinKubernetesMinor is the oldest Kubernetes minor version (1.x) that serves every admission
-// policy of config/policy at the version it is written in: MutatingAdmissionPolicy (the token
-// record) is admissionregistration.k8s.io/v1 from 1.36.
+// MinKubernetesMinor is the oldest Kubernetes minor version (1.x) fencedlock runs on: the first
+// that serves every admission policy of config/policy at the version it is written in
+// (MutatingAdmissionPolicy, the token record, is admissionregistration.k8s.io/v1 from 1.36). The
+// manager refuses to start below it, kubectl fencedlock check reports it, and test/docs holds the
+// README, the chart's kubeVersion and docs/operations.md's compatibility table to it.
 const MinKubernetesMinor = 36
 
 //go:embed policy/*.yaml webhook/manifests.yaml

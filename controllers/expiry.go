@@ -33,19 +33,17 @@ const (
 )
 
 // computeExpiry decides whether the current grant has expired at now and, if not, when it will:
-// leaseDuration after the holder's last observed renewal (a pod holder: after it was first seen
-// not Ready; a Ready pod holder has no lease deadline), or maxHold after the grant was first
-// observed. A free lock never expires (zero deadline).
-func computeExpiry(st lease.State, obs observation, maxHold time.Duration, now time.Time) (expiryReason, time.Time) {
+// leaseDuration after the holder's last observed renewal (a pod holder: lease.PodReadyDeadline,
+// from when it was first seen not Ready, with the start-up allowance startup while it has not been
+// Ready; a Ready pod holder has no lease deadline), or maxHold after the grant was first observed.
+// A free lock never expires (zero deadline).
+func computeExpiry(st lease.State, obs observation, maxHold, startup time.Duration, now time.Time) (expiryReason, time.Time) {
 	if !st.Held() {
 		return expiryNone, time.Time{}
 	}
 	reason, deadline := expiryLease, obs.renewedAt.Add(st.Duration)
 	if isPodHolder(st.Holder) {
-		reason, deadline = expiryNotReady, time.Time{}
-		if !obs.notReadySince.IsZero() {
-			deadline = obs.notReadySince.Add(st.Duration)
-		}
+		reason, deadline = expiryNotReady, lease.PodReadyDeadline(obs.notReadySince, !obs.readySeen, st.Duration, startup)
 	}
 	if maxHold > 0 {
 		if d := obs.acquiredAt.Add(maxHold); deadline.IsZero() || d.Before(deadline) {

@@ -20,6 +20,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
@@ -31,6 +32,12 @@ var (
 	UngatePatch = ungatePatch
 	PodReplaced = podReplaced
 )
+
+// PodConditionWrites is how many pod lock conditions this process's controllers wrote.
+func PodConditionWrites() float64 { return testutil.ToFloat64(podConditionWrites) }
+
+// PodConditionLead is how many pods at the head of a queue see their position at once.
+const PodConditionLead = podConditionLead
 
 // PodReader sets up c as SetupWithManager sets up the manager's cache for pods, and returns how
 // the reconciler reads a lock's pods (lockPods), as sorted pod names. Call it before c starts.

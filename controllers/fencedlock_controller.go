@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -72,6 +73,10 @@ type FencedLockReconciler struct {
 	// waiterIndex is the Lease informer's indexer, with waitersByLockIndex (see lockWaiters).
 	waiterIndex toolscache.Indexer
 	waiters     *waiterLog
+	// conditions remembers the lock conditions this manager wrote on pods (see explainPods).
+	conditions *conditionLog
+	// condWriter writes them, off the reconciles' path.
+	condWriter *conditionWriter
 	// retries is the controller's rate limiter, through which a failed reconcile keeps its deadline.
 	retries *retryLimiter
 }
@@ -97,8 +102,10 @@ func NewFencedLockReconciler(c client.Client, apiReader client.Reader, recorder 
 		observer:                newObserver(),
 		queues:                  newQueueReader(),
 		waiters:                 newWaiterLog(),
+		conditions:              newConditionLog(),
 		retries:                 newRetryLimiter(),
 	}
+	r.condWriter = newConditionWriter(r.writePodCondition)
 	for _, o := range opts {
 		o(r)
 	}
@@ -217,7 +224,7 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 	for i, p := range st.Permits {
 		grants[i] = planInput{st: st.OfPermit(p), obs: obs[p.Number], holderPod: holders.pods[p.Number],
 			holderProgress: holders.progress[p.Number], waiting: qp.waiting, headPod: headPod, headProgress: headProgress,
-			maxHold: maxHold(&fl), now: now}
+			maxHold: maxHold(&fl), startup: fl.Spec.StartupAllowance(), now: now}
 	}
 	room := st.OfPermit(lease.Permit{})
 	room.Permits, room.Served = nil, st.Served
@@ -242,8 +249,10 @@ func (r *FencedLockReconciler) reconcile(ctx context.Context, key types.Namespac
 	}
 
 	r.announceWaiters(&fl, qp)
+	// The timers: a grant's deadline, a queued client's liveness deadline, a pod's position due,
+	// a coalesced status write.
+	wake := earliest(p.deadline, r.explainPods(&fl, st, pods, holders, qp, now))
 	before, status := *fl.Status.DeepCopy(), computeStatus(&fl, st, qp, now)
-	wake := p.deadline // the timers: a grant's deadline, a queued client's liveness deadline, a coalesced status write
 	if !equality.Semantic.DeepEqual(before, status) {
 		if due := r.observer.statusWrittenAt(key).Add(r.statusRenewalInterval); onlyRenewalTimes(before, status) && now.Before(due) {
 			wake = earliest(wake, due) // a renewal alone waits for the refresh
@@ -366,6 +375,9 @@ func (r *FencedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("indexing pods by lock: %w", err)
 	}
 	r.podIndex = podIndex
+	if err := mgr.Add(r.condWriter); err != nil {
+		return fmt.Errorf("adding the pod condition writer: %w", err)
+	}
 	if r.waiterIndex, err = indexWaitersByLock(context.Background(), mgr.GetCache()); err != nil {
 		return fmt.Errorf("indexing waiter leases by lock: %w", err)
 	}
@@ -375,8 +387,9 @@ func (r *FencedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			mgr.GetRESTMapper(), &locksv1alpha1.FencedLock{}, handler.OnlyControllerOwner())}).
 		// A waiter Lease's join, beat or leave wakes its lock (it is owned, not controlled).
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.lockOfWaiter)).
-		// Pods that ask for a lock (the cache holds no others) wake their lock.
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(lockOfPod)).
+		// Pods that ask for a lock (the cache holds no others) wake their lock, unless all that
+		// changed is their lock conditions, which the controller writes and never reads.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(lockOfPod), builder.WithPredicates(podChangeMatters)).
 		// A multi-lock pod's grant or loss of one lock wakes its other locks.
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.podLocksOfLeaseHolder)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.maxConcurrentReconciles),

@@ -74,7 +74,14 @@ func (r *FencedLockReconciler) applyPlan(ctx context.Context, fl *locksv1alpha1.
 	switch p.end {
 	case revoke:
 		r.observer.noteRevoke(client.ObjectKeyFromObject(fl))
-		events = append(events, r.recordRevoke(ctx, fl, l, st, p.reason, now.Sub(obs.acquiredAt)))
+		events = append(events, r.recordRevoke(ctx, fl, l, st, p.reason, obs, now))
+		if pod := p.holder; pod != nil && !podDone(pod) {
+			// The pod runs on with a dead token: its condition says so.
+			why, _ := revokeWhy(fl, st, p.reason, obs)
+			events = append(events, func() {
+				r.explain(fl, pod, r.shownCondition(client.ObjectKeyFromObject(fl), pod), revokedCondition(fl, st.Token, why), 0, now)
+			})
+		}
 	case release:
 		log.Info("Released lock on behalf of its pod", "holder", st.Holder, "token", st.Token.String(), "why", p.why)
 		if p.holder != nil {
@@ -124,21 +131,13 @@ func permitNote(fl *locksv1alpha1.FencedLock, permit int) string {
 	return fmt.Sprintf(" (permit %d of %d)", permit, fl.Spec.PermitCount())
 }
 
-// recordRevoke reports a revocation: metrics and a log line now; it returns the sending of an
-// event on the lock and, for a pod holder, one on the pod.
+// recordRevoke reports a revocation of the grant observed as obs: metrics and a log line now; it
+// returns the sending of an event on the lock and, for a pod holder, one on the pod.
 func (r *FencedLockReconciler) recordRevoke(ctx context.Context, fl *locksv1alpha1.FencedLock, l *coordinationv1.Lease,
-	st lease.State, reason expiryReason, held time.Duration) (sendEvents func()) {
+	st lease.State, reason expiryReason, obs observation, now time.Time) (sendEvents func()) {
+	held := now.Sub(obs.acquiredAt)
 	countRevocation(reason, held)
-	why := fmt.Sprintf("not renewed within %s", st.Duration)
-	note := fmt.Sprintf("Grant of %s (token %s) was not renewed within %s; revoked", st.Holder, st.Token, st.Duration)
-	switch reason {
-	case expiryMaxHold:
-		why = fmt.Sprintf("held longer than spec.maxHoldSeconds=%d", *fl.Spec.MaxHoldSeconds)
-		note = fmt.Sprintf("Grant of %s (token %s) exceeded spec.maxHoldSeconds=%d; revoked", st.Holder, st.Token, *fl.Spec.MaxHoldSeconds)
-	case expiryNotReady:
-		why = fmt.Sprintf("not Ready for %s", st.Duration)
-		note = fmt.Sprintf("Holder %s (token %s) was not Ready for %s; revoked", st.Holder, st.Token, st.Duration)
-	}
+	why, note := revokeWhy(fl, st, reason, obs)
 	logf.FromContext(ctx).Info("Revoked grant", "holder", st.Holder, "token", st.Token.String(), "why", why,
 		"held", held.String())
 	return func() {
@@ -148,6 +147,24 @@ func (r *FencedLockReconciler) recordRevoke(ctx context.Context, fl *locksv1alph
 				"Revoked lock %s (token %s): %s", fl.Name, st.Token, why)
 		}
 	}
+}
+
+// revokeWhy says why the grant st, observed as obs, was revoked for reason: briefly (why), and
+// as the lock's event says it (note).
+func revokeWhy(fl *locksv1alpha1.FencedLock, st lease.State, reason expiryReason, obs observation) (why, note string) {
+	switch reason {
+	case expiryMaxHold:
+		return fmt.Sprintf("held longer than spec.maxHoldSeconds=%d", *fl.Spec.MaxHoldSeconds),
+			fmt.Sprintf("Grant of %s (token %s) exceeded spec.maxHoldSeconds=%d; revoked", st.Holder, st.Token, *fl.Spec.MaxHoldSeconds)
+	case expiryNotReady:
+		why = fmt.Sprintf("not Ready for %s", st.Duration)
+		if startup := fl.Spec.StartupAllowance(); !obs.readySeen && startup > st.Duration {
+			why = fmt.Sprintf("not Ready within its start-up allowance of %s (spec.startupSeconds)", startup)
+		}
+		return why, fmt.Sprintf("Holder %s (token %s) was %s; revoked", st.Holder, st.Token, why)
+	}
+	return fmt.Sprintf("not renewed within %s", st.Duration),
+		fmt.Sprintf("Grant of %s (token %s) was not renewed within %s; revoked", st.Holder, st.Token, st.Duration)
 }
 
 // holderPodRef is the pod a pod holder identity names (pod/<name>/<uid>), nil for other holders.

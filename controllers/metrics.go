@@ -38,7 +38,8 @@ var (
 	revocationsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencedlock_revocations_total",
 		Help: fmt.Sprintf("Grants the controller revoked because they expired, by reason (%s: not renewed in time; "+
-			"%s: held longer than spec.maxHoldSeconds; %s: a pod holder not Ready for longer than the lease).",
+			"%s: held longer than spec.maxHoldSeconds; %s: a pod holder not Ready for longer than the lease, or than its "+
+			"start-up allowance before its first Ready).",
 			expiryLease, expiryMaxHold, expiryNotReady),
 	}, []string{"reason"})
 	holdSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -58,6 +59,10 @@ var (
 		Name: "fencedlock_waiting_pods",
 		Help: "Pods queued for a lock (gated, not yet granted), over all locks.",
 	})
+	podConditionWrites = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fencedlock_pod_condition_writes_total",
+		Help: "Writes of a pod's lock.fencedlock.io/<lock> condition (pods/status patches): on join, grant and revocation, and bounded position refreshes.",
+	})
 	waitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "fencedlock_wait_seconds",
 		Help:    "How long queued holders waited from entering the queue to their grant.",
@@ -69,7 +74,8 @@ var (
 var durationBuckets = prometheus.ExponentialBuckets(0.01, 4, 10)
 
 func init() {
-	metrics.Registry.MustRegister(grantsTotal, releasesTotal, revocationsTotal, holdSeconds, waitSeconds, waitingPods, locksHeld, permitsHeld)
+	metrics.Registry.MustRegister(grantsTotal, releasesTotal, revocationsTotal, holdSeconds, waitSeconds, waitingPods, locksHeld, permitsHeld,
+		podConditionWrites)
 }
 
 // countGrants counts grants made, possibly several seen at once on a busy lock.
@@ -96,6 +102,9 @@ func setHeld(locks, permits int) {
 	locksHeld.Set(float64(locks))
 	permitsHeld.Set(float64(permits))
 }
+
+// countPodConditionWrite counts a write of a pod's lock condition.
+func countPodConditionWrite() { podConditionWrites.Inc() }
 
 // setWaitingPods sets the number of pods queued over all locks.
 func setWaitingPods(n int) { waitingPods.Set(float64(n)) }

@@ -52,6 +52,9 @@ type observation struct {
 	// notReadySince is, for a pod holder, when this controller first saw it not Ready since it was
 	// granted or last Ready; zero while it is Ready or the holder is not a pod.
 	notReadySince time.Time
+	// readySeen says this controller saw the pod holder Ready since the grant: its start-up is
+	// over (lease.PodReadyDeadline).
+	readySeen bool
 }
 
 // lockObservation is what the controller keeps of one lock: an observation per held permit, by
@@ -118,7 +121,8 @@ func (o *observer) lock(key types.NamespacedName) *lockObservation {
 
 // observe records the Lease state seen at now (st, of the Lease at resourceVersion rv) and
 // returns each held permit's observation now and before, by permit number. podReady says, for a
-// permit held by a pod that exists, whether it is Ready (nil otherwise). On a Lease older than the
+// permit held by a pod that exists and runs (is not gated waiting for its other locks), whether
+// it is Ready (nil otherwise). On a Lease older than the
 // one whose renewals were noted last, the grants noted keep their observation.
 func (o *observer) observe(key types.NamespacedName, st lease.State, rv string, podReady func(lease.Permit) *bool,
 	now time.Time) (cur, prev map[int]observation) {
@@ -397,14 +401,16 @@ func nextObservation(prev observation, st lease.State, podReady *bool, seen map[
 		if known && st.Held() {
 			cur.renewedAt = lease.LastSignOfLife(st, prev.served, seen, now)
 		}
-		cur.notReadySince = time.Time{}
+		cur.notReadySince, cur.readySeen = time.Time{}, false
 	case !lease.SameTime(prev.renewTime, st.RenewTime):
 		// The value is the holder's claim on its own clock: only the change counts, observed here.
 		cur.renewTime, cur.renewedAt = st.RenewTime.DeepCopy(), now
 	}
 	switch {
-	case podReady == nil || *podReady:
+	case podReady == nil:
 		cur.notReadySince = time.Time{}
+	case *podReady:
+		cur.notReadySince, cur.readySeen = time.Time{}, true
 	case cur.notReadySince.IsZero():
 		cur.notReadySince = now
 	}

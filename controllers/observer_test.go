@@ -63,20 +63,29 @@ func TestNextObservation(t *testing.T) {
 func TestPodObservation(t *testing.T) {
 	st := held(locksv1alpha1.PodHolderIdentity("p", "uid-p"), 10)
 	o := nextObservation(observation{}, st, new(false), nil, true, t0) // just granted, not Ready yet
-	if !o.notReadySince.Equal(t0) {
-		t.Fatalf("notReadySince = %v", o.notReadySince)
+	if !o.notReadySince.Equal(t0) || o.readySeen {
+		t.Fatalf("notReadySince = %v, readySeen = %v", o.notReadySince, o.readySeen)
+	}
+	if w := nextObservation(o, st, nil, nil, true, t0.Add(time.Second)); !w.notReadySince.IsZero() || w.readySeen {
+		t.Fatal("a pod gated for its other locks has neither a not-Ready clock nor a finished start-up")
 	}
 	o = nextObservation(o, st, new(false), nil, true, t0.Add(5*time.Second))
 	if !o.notReadySince.Equal(t0) {
 		t.Fatal("notReadySince must keep the first observation")
 	}
 	o = nextObservation(o, st, new(true), nil, true, t0.Add(6*time.Second))
-	if !o.notReadySince.IsZero() {
-		t.Fatal("a Ready pod clears notReadySince")
+	if !o.notReadySince.IsZero() || !o.readySeen {
+		t.Fatal("a Ready pod clears notReadySince and ends its start-up")
 	}
 	o = nextObservation(o, st, new(false), nil, true, t0.Add(60*time.Second))
 	if !o.notReadySince.Equal(t0.Add(60 * time.Second)) {
 		t.Fatal("a pod that turns not Ready starts a new clock")
+	}
+	if !o.readySeen {
+		t.Fatal("a start-up ends once: a pod Ready once gets no second allowance")
+	}
+	if o = nextObservation(o, held(st.Holder, 11), new(false), nil, true, t0.Add(61*time.Second)); o.readySeen {
+		t.Fatal("a new grant starts a new start-up")
 	}
 }
 

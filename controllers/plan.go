@@ -82,6 +82,7 @@ type planInput struct {
 	// their other locks (zero for a pod asking for this lock alone).
 	holderProgress, headProgress progress
 	maxHold                      time.Duration // spec.maxHoldSeconds; zero: no bound
+	startup                      time.Duration // spec.startupSeconds: a pod holder's start-up allowance
 	now                          time.Time
 }
 
@@ -100,7 +101,7 @@ func computePlan(in planInput) plan {
 		}
 	default:
 		var reason expiryReason
-		reason, p.deadline = computeExpiry(st, in.obs, in.maxHold, in.now)
+		reason, p.deadline = computeExpiry(st, in.obs, in.maxHold, in.startup, in.now)
 		gated := holderPod != nil && locksv1alpha1.HasLockGate(holderPod)
 		switch {
 		case reason != expiryNone:

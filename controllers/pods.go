@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -28,6 +29,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
@@ -37,7 +40,8 @@ import (
 // Pods hold a lock under identity "pod/<name>/<uid>". While a pod holds it, the controller keeps
 // the grant alive on the pod's behalf (no renewals: like an ephemeral znode, the grant lives as
 // long as its pod). The grant ends when the pod finishes or is deleted (released), or when the pod
-// has not been Ready for longer than the lease (revoked: e.g. its node is partitioned).
+// has not been Ready for longer than the lease (revoked: e.g. its node is partitioned), or, before
+// it was first Ready, for longer than its lock's start-up allowance (spec.startupSeconds).
 
 // podIsHolder reports whether holder names pod: whether it is pod's PodHolderIdentity, compared
 // without building that string (every reconcile asks it of every pod of the lock).
@@ -119,15 +123,15 @@ func findHolders(pods []*corev1.Pod, st lease.State, view *leaseView, lock strin
 	return h
 }
 
-// ready says whether the pod holding permit p is Ready, nil if no pod of the lock holds it. A pod
-// still gated while it waits for its other locks cannot be Ready: its not-Ready clock starts once
-// it is ungated.
+// ready says whether the pod holding permit p is Ready, nil if no pod of the lock holds it or it
+// is still gated while it waits for its other locks: such a pod cannot be Ready, and neither its
+// not-Ready clock nor its start-up starts before it is ungated.
 func (h permitPods) ready(p lease.Permit) *bool {
 	pod := h.pods[p.Number]
-	if pod == nil {
+	if pod == nil || (locksv1alpha1.HasLockGate(pod) && h.progress[p.Number].lacks != "") {
 		return nil
 	}
-	return new(podReady(pod) || (locksv1alpha1.HasLockGate(pod) && h.progress[p.Number].lacks != ""))
+	return new(podReady(pod))
 }
 
 // findHolder returns the pod holding the lock, or nil if the holder is not one of pods.
@@ -172,4 +176,36 @@ func lockOfPod(_ context.Context, obj client.Object) []reconcile.Request {
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}})
 	}
 	return reqs
+}
+
+// podChangeMatters lets through every pod event but an update that changed nothing the controller
+// reads: such an update is its own lock-condition write (explainPods), or another condition's, and
+// a reconcile of the lock for each would double the reconciles of a long queue.
+var podChangeMatters = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	old, okOld := e.ObjectOld.(*corev1.Pod)
+	cur, okCur := e.ObjectNew.(*corev1.Pod)
+	if !okOld || !okCur {
+		return true
+	}
+	return old.UID != cur.UID || !old.DeletionTimestamp.Equal(cur.DeletionTimestamp) ||
+		old.Status.Phase != cur.Status.Phase || podReady(old) != podReady(cur) ||
+		!maps.Equal(old.Labels, cur.Labels) || !maps.Equal(old.Annotations, cur.Annotations) ||
+		!slices.Equal(old.Spec.SchedulingGates, cur.Spec.SchedulingGates) ||
+		!slices.EqualFunc(otherConditions(old), otherConditions(cur), podConditionEqual)
+}}
+
+// otherConditions are a pod's conditions but its lock conditions, whose changes are the
+// controller's own writes.
+func otherConditions(pod *corev1.Pod) []corev1.PodCondition {
+	out := make([]corev1.PodCondition, 0, len(pod.Status.Conditions))
+	for _, c := range pod.Status.Conditions {
+		if !strings.HasPrefix(string(c.Type), locksv1alpha1.PodConditionTypePrefix) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func podConditionEqual(a, b corev1.PodCondition) bool {
+	return a.Type == b.Type && a.Status == b.Status
 }

@@ -58,13 +58,8 @@ func granted(ns, name string) token.Token {
 // setPodStatus plays the kubelet: phase and Ready condition through the status subresource.
 func setPodStatus(ns, name string, phase corev1.PodPhase, ready bool) {
 	p := kit.GetPod(ns, name)
-	p.Status.Phase = phase
-	cond := corev1.ConditionFalse
-	if ready {
-		cond = corev1.ConditionTrue
-	}
-	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: cond, LastTransitionTime: metav1.Now()}}
-	ExpectWithOffset(1, k8sClient.Status().Update(ctx, p)).To(Succeed())
+	ExpectWithOffset(1, k8sClient.Status().Patch(ctx, p,
+		client.RawPatch(types.StrategicMergePatchType, util.PodStatusPatch(phase, &ready)))).To(Succeed())
 }
 
 func stillGated(ns string, names ...string) {
@@ -124,6 +119,22 @@ var _ = Describe("Pods as lock holders", func() {
 		Expect(err.Error()).To(ContainSubstring("does not name a FencedLock"))
 	})
 
+	It("refuses a lock named across namespaces, saying that a pod's locks live in its own namespace", func() {
+		ns := kit.NewNamespace()
+		p := util.MultiLockPod(ns, "cross", "a,ops/ledger")
+		err := k8sClient.Create(ctx, p)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(And(ContainSubstring("a pod's locks live in its own namespace ("+ns+")"),
+			ContainSubstring("FencedLock ops/ledger"), ContainSubstring(`"ledger" asks for FencedLock `+ns+"/ledger"),
+			Not(ContainSubstring("regex"))))
+
+		By("a namespace written with a dot is a lock name of the pod's namespace; the pod is told where it was looked for")
+		kit.CreatePod(util.Pod(ns, "dotted", "ops.ledger"))
+		Eventually(func() []string { return podEvents(ns, "dotted") }).Should(ContainElement(
+			"LockNotFound: FencedLock " + ns + "/ops.ledger does not exist: a pod's locks live in its own namespace (" + ns +
+				"), so the lock is looked for there; the pod stays gated until it is created"))
+	})
+
 	It("drops a waiting pod that is deleted, and hands over when the holder pod is deleted", func() {
 		ns := kit.NewNamespace()
 		kit.NewLock(ns, "jobs")
@@ -174,6 +185,38 @@ var _ = Describe("Pods as lock holders", func() {
 			ContainSubstring("was not Ready for 15s; revoked")))
 		Eventually(func() []string { return podEvents(ns, "stuck") }).Should(ContainElement(
 			MatchRegexp(`^Expired: Revoked lock jobs \(token \d+\): not Ready for 15s`)), "the revoked pod hears of it too")
+	})
+
+	It("keeps the grant of a starting pod for its start-up allowance, then revokes it for not being Ready", func() {
+		ns := kit.NewNamespace()
+		fl := kit.NewLock(ns, "jobs", util.StartupSeconds(60)) // a 15 s lease
+		Expect(kit.GetLock(ns, "jobs").Spec.StartupSeconds).To(HaveValue(Equal(int32(60))))
+		kit.CreatePod(util.Pod(ns, "pulling", "jobs")) // never Ready: its image is still being pulled
+		tPulling := granted(ns, "pulling")
+		kit.CreatePod(util.Pod(ns, "next", "jobs"))
+		Eventually(func() int32 { return kit.GetLock(ns, "jobs").Status.WaitingCount }).Should(Equal(int32(1)))
+		settle(fl)
+
+		By("past the lease, within the allowance: kept")
+		fakeClock.Step(45 * time.Second)
+		poke(fl)
+		Consistently(func() token.Token { return kit.LeaseState(ns, "jobs").Token }, "500ms").Should(Equal(tPulling))
+		stillGated(ns, "next")
+
+		By("past the allowance: revoked, on the controller's own timer (no poke), and the next pod granted")
+		// The allowance runs from the reconcile that first saw the grant, before the step above or
+		// (on a slow run) just after it: past 61 s the clock moves on a second at a time.
+		fakeClock.Step(16 * time.Second)
+		Eventually(func() bool {
+			if locksv1alpha1.HasLockGate(kit.GetPod(ns, "next")) {
+				fakeClock.Step(time.Second)
+				return false
+			}
+			return true
+		}, "20s", "250ms").Should(BeTrue())
+		Expect(granted(ns, "next")).To(BeNumerically(">", tPulling))
+		Eventually(func() []string { return podEvents(ns, "pulling") }).Should(ContainElement(
+			MatchRegexp(`^Expired: Revoked lock jobs \(token \d+\): not Ready within its start-up allowance of 1m0s \(spec.startupSeconds\)`)))
 	})
 
 	It("completes a grant interrupted between the Lease write and the pod patch, without granting twice", func() {
@@ -272,7 +315,7 @@ var _ = Describe("Pods as lock holders", func() {
 
 	It("mirrors a holder pod with a 253-character name and revokes it at its expiry on its own timer", func() {
 		ns := kit.NewNamespace()
-		kit.NewLock(ns, "jobs", util.LeaseSeconds(1))
+		kit.NewLock(ns, "jobs", util.LeaseSeconds(1), util.StartupSeconds(0))
 		// The longest pod name there is: four DNS labels, 253 characters.
 		name := strings.Join([]string{strings.Repeat("a", 63), strings.Repeat("b", 63), strings.Repeat("c", 63),
 			strings.Repeat("d", 61)}, ".")
@@ -297,7 +340,7 @@ var _ = Describe("Pods as lock holders", func() {
 		ns := kit.NewNamespace()
 		kit.CreatePod(util.Pod(ns, "early", "not-yet"))
 		Eventually(func() []string { return podEvents(ns, "early") }).Should(ContainElement(
-			ContainSubstring("FencedLock not-yet does not exist")))
+			ContainSubstring("FencedLock " + ns + "/not-yet does not exist: a pod's locks live in its own namespace (" + ns + ")")))
 		stillGated(ns, "early")
 
 		kit.NewLock(ns, "not-yet")

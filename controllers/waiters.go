@@ -18,6 +18,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -66,11 +67,23 @@ func (r *FencedLockReconciler) reportMissingLock(ctx context.Context, key types.
 		return err
 	}
 	view := newLeaseView(ctx, r.Client, key.Namespace, key.Name, lease.State{})
-	r.waiters.announce(key, computeQueue(pods, key.Name, lease.State{}, view.holds), func(_ int, pod *corev1.Pod) {
+	asking := computeQueue(pods, key.Name, lease.State{}, view.holds)
+	r.waiters.announce(key, asking, func(_ int, pod *corev1.Pod) {
 		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, locksv1alpha1.ReasonLockNotFound, actionQueue,
-			"FencedLock %s does not exist; the pod stays gated until it is created", key.Name)
+			"%s", lockNotFoundMessage(key))
 	})
+	r.conditions.keep(key, pods)
+	for _, pod := range asking {
+		r.explain(fl, pod, r.shownCondition(key, pod), lockNotFoundCondition(key), 0, r.clock.Now())
+	}
 	return nil
+}
+
+// lockNotFoundMessage says which lock a pod's missing lock is looked for as (namespace and name),
+// and why there: the likeliest mistake is a lock of another namespace.
+func lockNotFoundMessage(key types.NamespacedName) string {
+	return fmt.Sprintf("FencedLock %s/%s does not exist: %s (%s), so the lock is looked for there; "+
+		"the pod stays gated until it is created", key.Namespace, key.Name, locksv1alpha1.LocksLiveInPodNamespace, key.Namespace)
 }
 
 // announce records queue as the lock's current queue and calls tell with the position of each pod

@@ -44,17 +44,21 @@ type PodGate struct {
 var _ admission.Defaulter[*corev1.Pod] = &PodGate{}
 
 // Default implements admission.Defaulter.
-func (g *PodGate) Default(_ context.Context, pod *corev1.Pod) error {
-	return gatePod(pod, g.Clock.Now())
+func (g *PodGate) Default(ctx context.Context, pod *corev1.Pod) error {
+	ns := pod.Namespace
+	if req, err := admission.RequestFromContext(ctx); ns == "" && err == nil {
+		ns = req.Namespace // a pod created without metadata.namespace: the request's
+	}
+	return gatePod(pod, ns, g.Clock.Now())
 }
 
 // gatePod is the gate's decision: gate the pod, stamp when it joined the queue, and drop any token
 // it brought along (only the controller grants tokens). A pod that asks for its locks through the
 // annotation alone gets label fencedlock.io/lock set to its first lock, so that the manager's
 // label-selected cache and the pod-grant policy see it (the union of label and annotation is
-// unchanged).
-func gatePod(pod *corev1.Pod, now time.Time) error {
-	locks, err := locksv1alpha1.ParsePodLocks(pod)
+// unchanged). ns is the pod's namespace, for the error messages.
+func gatePod(pod *corev1.Pod, ns string, now time.Time) error {
+	locks, err := locksv1alpha1.ParsePodLocksIn(pod, ns)
 	if err != nil {
 		return err
 	}

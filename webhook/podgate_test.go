@@ -17,6 +17,7 @@ limitations under the License.
 package webhook
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -54,7 +55,7 @@ func TestGatePod(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.pod.Annotations = map[string]string{locksv1alpha1.TokenAnnotation: "999"}
-			err := gatePod(tc.pod, now)
+			err := gatePod(tc.pod, "team-a", now)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v", err)
 			}
@@ -91,7 +92,7 @@ func TestGatePodLocksAnnotation(t *testing.T) {
 		return p
 	}
 	p := pod("", "b,a")
-	if err := gatePod(p, now); err != nil {
+	if err := gatePod(p, "team-a", now); err != nil {
 		t.Fatal(err)
 	}
 	if !locksv1alpha1.HasLockGate(p) {
@@ -104,12 +105,36 @@ func TestGatePodLocksAnnotation(t *testing.T) {
 		t.Fatal("a per-lock token the pod brought along must be dropped")
 	}
 	p = pod("c", "b,a")
-	if err := gatePod(p, now); err != nil || p.Labels[locksv1alpha1.LockLabel] != "c" {
+	if err := gatePod(p, "team-a", now); err != nil || p.Labels[locksv1alpha1.LockLabel] != "c" {
 		t.Fatalf("err = %v, label = %q; the pod's own label is kept", err, p.Labels[locksv1alpha1.LockLabel])
 	}
 	for _, ann := range []string{"", "a,,b", "a,a", "a,Bad_Name"} {
-		if err := gatePod(pod("", ann), now); err == nil {
+		if err := gatePod(pod("", ann), "team-a", now); err == nil {
 			t.Errorf("annotation %q accepted", ann)
+		}
+	}
+}
+
+// A lock named as "<namespace>/<lock>" is refused with where a pod's locks live, the lock it would
+// have been, and what to write instead, not with the name syntax's regular expression.
+func TestGatePodCrossNamespaceLock(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, p := range []*corev1.Pod{
+		{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{locksv1alpha1.LocksAnnotation: "a,ops/ledger"}}},
+		{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{locksv1alpha1.LockLabel: "ops/ledger"}}},
+	} {
+		err := gatePod(p, "team-a", now)
+		if err == nil {
+			t.Fatalf("pod %v admitted", p.ObjectMeta)
+		}
+		for _, want := range []string{"a pod's locks live in its own namespace (team-a)", "FencedLock ops/ledger",
+			`"ledger" asks for FencedLock team-a/ledger`, "create the pod in namespace ops"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+		}
+		if strings.Contains(err.Error(), "regex") || strings.Contains(err.Error(), "[a-z0-9]") {
+			t.Errorf("error %q quotes the name syntax", err)
 		}
 	}
 }

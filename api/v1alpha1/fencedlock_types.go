@@ -41,6 +41,20 @@ type FencedLockSpec struct {
 	// +optional
 	MaxHoldSeconds *int32 `json:"maxHoldSeconds,omitempty"`
 
+	// startupSeconds is a granted pod's start-up allowance: for this long after the manager first
+	// sees a pod holder not Ready since its grant (pulling its image, running init containers,
+	// starting), the pod is not revoked for being not Ready. The allowance ends at the pod's first
+	// Ready; from then on, and once it has run out, a pod holder not Ready for leaseDurationSeconds
+	// is revoked. Holders that are not pods renew instead and have no allowance. The default, 300,
+	// covers a first pull of a large image on a cold node (1 GiB at 5 MB/s takes about 210 s) plus
+	// scheduling and init containers, so the lease can stay short; 0 applies the Ready rule from
+	// the grant. A value below leaseDurationSeconds changes nothing.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	// +kubebuilder:default=300
+	// +optional
+	StartupSeconds *int32 `json:"startupSeconds,omitempty"`
+
 	// permits is how many holders the lock admits at once: 1 (the default) makes it a lock, more
 	// a semaphore whose every permit is a fenced grant with its own token. Lowering it below the
 	// number of permits held revokes nobody: new grants wait until the holders drop below it.
@@ -242,6 +256,7 @@ type FencedLockStatus struct {
 // +kubebuilder:printcolumn:name="Waiting",type=integer,JSONPath=`.status.waitingCount`
 // +kubebuilder:printcolumn:name="Permits",type=integer,JSONPath=`.spec.permits`,priority=1
 // +kubebuilder:printcolumn:name="Lease",type=integer,JSONPath=`.spec.leaseDurationSeconds`,priority=1
+// +kubebuilder:printcolumn:name="Startup",type=integer,JSONPath=`.spec.startupSeconds`,priority=1
 // +kubebuilder:printcolumn:name="Fence",type=string,JSONPath=`.spec.fence.mode`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 

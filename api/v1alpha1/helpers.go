@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -69,10 +70,20 @@ const maxPodLockName = validation.LabelValueMaxLength
 // ParsePodLocks returns the locks pod asks for (LockLabel and LocksAnnotation together), sorted
 // and deduplicated, or why they cannot be: a name that cannot name a lock, an empty entry, a name
 // listed twice in the annotation, or a name longer than 63 characters. The label's lock may be
-// listed in the annotation too: the union counts.
-func ParsePodLocks(pod *corev1.Pod) ([]string, error) {
+// listed in the annotation too: the union counts. Errors name the pod's namespace as
+// pod.Namespace has it; see ParsePodLocksIn.
+func ParsePodLocks(pod *corev1.Pod) ([]string, error) { return ParsePodLocksIn(pod, pod.Namespace) }
+
+// ParsePodLocksIn is ParsePodLocks for a pod of namespace ns (a pod being created may not carry
+// its namespace yet: the admission request does). A name that looks like "<namespace>/<lock>" is
+// refused with a message that says where a pod's locks live, instead of the name syntax's.
+func ParsePodLocksIn(pod *corev1.Pod, ns string) ([]string, error) {
 	var locks []string
 	if name, ok := pod.Labels[LockLabel]; ok {
+		if other, lock, cut := strings.Cut(name, "/"); cut {
+			return nil, fmt.Errorf("label %s=%q names a lock of another namespace: %s", LockLabel, name,
+				CrossNamespaceHint(ns, other, lock))
+		}
 		if err := ValidateLockName(name); err != nil {
 			return nil, fmt.Errorf("label %s=%q does not name a FencedLock: %w", LockLabel, name, err)
 		}
@@ -89,6 +100,10 @@ func ParsePodLocks(pod *corev1.Pod) ([]string, error) {
 			case seen[name]:
 				return nil, fmt.Errorf("annotation %s=%q lists lock %q twice", LocksAnnotation, v, name)
 			}
+			if other, lock, cut := strings.Cut(name, "/"); cut {
+				return nil, fmt.Errorf("annotation %s=%q: %q names a lock of another namespace: %s",
+					LocksAnnotation, v, name, CrossNamespaceHint(ns, other, lock))
+			}
 			if err := ValidateLockName(name); err != nil {
 				return nil, fmt.Errorf("annotation %s=%q: %q does not name a FencedLock: %w", LocksAnnotation, v, name, err)
 			}
@@ -104,6 +119,22 @@ func ParsePodLocks(pod *corev1.Pod) ([]string, error) {
 	return slices.Compact(locks), nil
 }
 
+// LocksLiveInPodNamespace is the rule every message about a pod's lock names states.
+const LocksLiveInPodNamespace = "a pod's locks live in its own namespace"
+
+// CrossNamespaceHint says, for a pod of namespace ns ("" when not known) that asked for lock of
+// namespace other, where its locks are looked for and what to do instead.
+func CrossNamespaceHint(ns, other, lock string) string {
+	if ns == "" {
+		return fmt.Sprintf("%s, so it cannot ask for FencedLock %s/%s: name a lock of the pod's namespace "+
+			"(%q asks for FencedLock %s there), or create the pod in namespace %s", LocksLiveInPodNamespace, other, lock,
+			lock, lock, other)
+	}
+	return fmt.Sprintf("%s (%s), so it cannot ask for FencedLock %s/%s: name a lock of namespace %s "+
+		"(%q asks for FencedLock %s/%s), or create the pod in namespace %s", LocksLiveInPodNamespace, ns, other, lock,
+		ns, lock, ns, lock, other)
+}
+
 // PodLocks returns the locks pod asks for, sorted and deduplicated: the order in which it is
 // granted them. A pod whose request is invalid (the pod gate refuses such pods) asks for its
 // label's lock alone, or for none.
@@ -116,6 +147,19 @@ func PodLocks(pod *corev1.Pod) []string {
 		return nil
 	}
 	return locks
+}
+
+// DefaultStartupSeconds is spec.startupSeconds when unset; the CRD's default marker says the same
+// (a test asserts they agree).
+const DefaultStartupSeconds = 300
+
+// StartupAllowance returns spec.startupSeconds as a duration, DefaultStartupSeconds when unset (an
+// object built without the API server's defaulting).
+func (s FencedLockSpec) StartupAllowance() time.Duration {
+	if s.StartupSeconds == nil {
+		return DefaultStartupSeconds * time.Second
+	}
+	return time.Duration(*s.StartupSeconds) * time.Second
 }
 
 // PermitCount returns spec.permits, 1 when unset (an object built without the API server's

@@ -17,11 +17,14 @@ limitations under the License.
 package v1alpha1
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 )
 
 func TestValidateLockName(t *testing.T) {
@@ -106,5 +109,42 @@ func TestParsePodLocks(t *testing.T) {
 	}
 	if LockTokenAnnotation("a") != "token.fencedlock.io/a" {
 		t.Error(LockTokenAnnotation("a"))
+	}
+}
+
+// DefaultStartupSeconds stands in for the CRD's default of spec.startupSeconds on objects built
+// without the API server: the two must agree.
+func TestDefaultStartupSecondsIsTheCRDs(t *testing.T) {
+	raw, err := os.ReadFile("../../config/crd/bases/locks.fencedlock.io_fencedlocks.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd struct {
+		Spec struct {
+			Versions []struct {
+				Schema struct {
+					OpenAPIV3Schema struct {
+						Properties map[string]struct {
+							Properties map[string]struct {
+								Default any `json:"default"`
+							} `json:"properties"`
+						} `json:"properties"`
+					} `json:"openAPIV3Schema"`
+				} `json:"schema"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(raw, &crd); err != nil || len(crd.Spec.Versions) != 1 {
+		t.Fatalf("reading the CRD: %v (%d versions)", err, len(crd.Spec.Versions))
+	}
+	def := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["startupSeconds"].Default
+	if n, ok := def.(float64); !ok || n != DefaultStartupSeconds {
+		t.Fatalf("CRD default of spec.startupSeconds = %v; DefaultStartupSeconds = %d", def, DefaultStartupSeconds)
+	}
+	if got := (FencedLockSpec{}).StartupAllowance(); got != DefaultStartupSeconds*time.Second {
+		t.Fatalf("StartupAllowance of an unset field = %v", got)
+	}
+	if got := (FencedLockSpec{StartupSeconds: new(int32(0))}).StartupAllowance(); got != 0 {
+		t.Fatalf("StartupAllowance of 0 = %v", got)
 	}
 }

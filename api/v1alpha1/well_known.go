@@ -16,7 +16,11 @@ limitations under the License.
 
 package v1alpha1
 
-import "strconv"
+import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+)
 
 // Well-known labels and annotations. They are the product's contract with workloads, so they
 // never change within an API version.
@@ -167,6 +171,26 @@ const (
 	// fencedlock.io/ticket on the lock Lease (a Warning event on the lock, naming what it dropped).
 	ReasonQueueRepaired = "QueueRepaired"
 )
+
+// The pod condition of each lock a pod asks for: type PodConditionType(lock), written by the
+// manager through pods/status, output only (nothing the manager or the fence decides reads it
+// back). Status True: the pod was granted the lock and the manager has not revoked that grant
+// (reason ReasonGranted); False: it waits (ReasonWaiting: position, holders, as of when), its lock
+// does not exist (ReasonLockNotFound), or its token for the lock is dead (ReasonRevoked).
+const (
+	// PodConditionTypePrefix starts the type of a pod's condition for one of its locks.
+	PodConditionTypePrefix = "lock.fencedlock.io/"
+	// ReasonRevoked: the manager revoked the pod's grant of the lock; the pod keeps the token
+	// annotation, but the token is dead: the fence refuses writes made with it.
+	ReasonRevoked = "Revoked"
+)
+
+// PodConditionType is the type of a pod's condition for lock: "lock.fencedlock.io/<lock>", a
+// qualified name, as custom pod condition types must be (a pod's lock name is at most 63
+// characters).
+func PodConditionType(lock string) corev1.PodConditionType {
+	return corev1.PodConditionType(PodConditionTypePrefix + lock)
+}
 
 // Kind is a FencedLock's kind, as owner references and GroupVersionKinds name it.
 const Kind = "FencedLock"

@@ -107,6 +107,11 @@ func (in *FencedLockSpec) DeepCopyInto(out *FencedLockSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.StartupSeconds != nil {
+		in, out := &in.StartupSeconds, &out.StartupSeconds
+		*out = new(int32)
+		**out = **in
+	}
 	out.Fence = in.Fence
 }
 

@@ -70,5 +70,6 @@ overwrite newer data.`,
 	o := &options{flags: flags, streams: streams}
 	root.AddCommand(newGetCommand(o), newAcquireCommand(o), newRenewCommand(o), newReleaseCommand(o), newRunCommand(o),
 		newStampCommand(o), newApplyCommand(o), newDeleteCommand(o), newCheckCommand(o), newVersionCommand(o))
+	root.AddCommand(newWhyCommand(o))
 	return root
 }

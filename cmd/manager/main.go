@@ -138,6 +138,10 @@ func main() {
 	}
 
 	cfg := ctrl.GetConfigOrDie()
+	if err := setup.CheckServer(cfg); err != nil {
+		setupLog.Error(err, "Refusing to start")
+		os.Exit(1)
+	}
 	var webhooks *setup.Webhooks
 	addCertRotation := func(ctrl.Manager) error { return nil }
 	if f.WebhookPort >= 0 {

@@ -32,7 +32,10 @@ import (
 //     its last beat, so its grant expires one lease duration after that beat was seen, not after
 //     the grant (LastSignOfLife). A handover to a waiter that died just before the release is
 //     therefore revoked, and the next waiter served, at most Window after the release;
-//   - a queued pod is alive while it exists and waits (the manager reads the pod).
+//   - a queued pod is alive while it exists and waits (the manager reads the pod);
+//   - a pod holder shows life by being Ready (the manager reads the pod): it is revoked when the
+//     manager has seen it not Ready for one lease duration, but not during its start-up
+//     allowance (PodReadyDeadline).
 
 // Window is how long the manager waits without a sign of life before it judges a queued client
 // dead: one lease duration, as for a holder.
@@ -127,4 +130,22 @@ func LastSignOfLife(s State, prevServed Ticket, seen map[Ticket]Seen, grantSeen 
 		return b.At
 	}
 	return grantSeen
+}
+
+// PodReadyDeadline is when a pod holder that the manager first saw not Ready at notReadySince
+// loses its grant for not being Ready: one lease duration later, and, while the pod is starting
+// (not seen Ready since its grant, so notReadySince is when its start-up was first seen), no
+// earlier than its start-up allowance after that. A pod pulling its image is not Ready for
+// reasons that say nothing about its node, and a lease long enough to cover the pull would slow
+// every revocation. Zero notReadySince (the pod is Ready, or waits for its other locks): no
+// deadline.
+func PodReadyDeadline(notReadySince time.Time, starting bool, leaseDuration, startup time.Duration) time.Time {
+	if notReadySince.IsZero() {
+		return time.Time{}
+	}
+	wait := leaseDuration
+	if starting {
+		wait = max(wait, startup)
+	}
+	return notReadySince.Add(wait)
 }

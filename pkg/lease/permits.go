@@ -285,3 +285,28 @@ func setPermits(l *coordinationv1.Lease, s State, n int) bool {
 	}
 	return true
 }
+
+// HoldersText says who holds the lock, for people (a pod's condition, kubectl fencedlock why): its
+// holder and token, a semaphore's first three permits, or that it is free.
+func (s State) HoldersText() string {
+	held := s.held()
+	if len(held) == 0 {
+		return "the lock is free (granted from the queue next)"
+	}
+	if s.Limit <= 1 {
+		return fmt.Sprintf("held by %s (token %s)", held[0].Holder, held[0].Token)
+	}
+	const shown = 3
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of %d permits held: ", len(held), s.Limit)
+	for i, p := range held[:min(len(held), shown)] {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s (token %s)", p.Holder, p.Token)
+	}
+	if more := len(held) - shown; more > 0 {
+		fmt.Fprintf(&b, " and %d more", more)
+	}
+	return b.String()
+}

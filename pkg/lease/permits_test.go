@@ -80,3 +80,21 @@ func TestLostPermitSaysWhat(t *testing.T) {
 		t.Fatalf("renewal of a released permit: %v", err)
 	}
 }
+
+func TestHoldersText(t *testing.T) {
+	cases := []struct {
+		st   State
+		want string
+	}{
+		{State{Token: 4, Limit: 1}, "the lock is free (granted from the queue next)"},
+		{State{Token: 4, Limit: 1, Holder: "a"}, "held by a (token 4)"},
+		{State{Token: 9, Limit: 4, Semaphore: true, Permits: []Permit{{Number: 1, Holder: "a", Token: 5},
+			{Number: 2, Holder: "b", Token: 6}, {Number: 3, Holder: "c", Token: 7}, {Number: 4, Holder: "d", Token: 9}}},
+			"4 of 4 permits held: a (token 5), b (token 6), c (token 7) and 1 more"},
+	}
+	for _, tc := range cases {
+		if got := tc.st.HoldersText(); got != tc.want {
+			t.Errorf("HoldersText = %q; want %q", got, tc.want)
+		}
+	}
+}

@@ -259,6 +259,14 @@ func (q Queue) Waiting(served Ticket) []Waiter {
 	return q.Waiters[i:]
 }
 
+// Position returns where holder waits in the queue of a lock whose last queued grant is served:
+// its place among the waiters above served, from 1 (0 when it does not wait), and how many they
+// are.
+func (q Queue) Position(served Ticket, holder string) (pos, of int) {
+	w := q.Waiting(served)
+	return slices.IndexFunc(w, func(x Waiter) bool { return x.Holder == holder }) + 1, len(w)
+}
+
 // Head returns the live head of the queue: its first well-formed entry above served. Every
 // party uses this one definition. Liveness is the manager's to judge (Judge): it removes the
 // entries of waiters it judged dead, so the stored queue holds only waiters not (yet) judged dead.

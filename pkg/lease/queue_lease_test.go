@@ -156,3 +156,22 @@ func TestQueueBound(t *testing.T) {
 		t.Fatalf("a ticket above MaxTicket is malformed: %+v", q)
 	}
 }
+
+func TestQueuePosition(t *testing.T) {
+	q := Queue{Waiters: []Waiter{{Ticket: 3, Holder: "a"}, {Ticket: 5, Holder: "pod/p/1"}, {Ticket: 8, Holder: "c"}}}
+	cases := []struct {
+		served  Ticket
+		holder  string
+		pos, of int
+	}{
+		{0, "pod/p/1", 2, 3},
+		{3, "pod/p/1", 1, 2}, // a was served
+		{5, "pod/p/1", 0, 1}, // served: waits no more
+		{0, "nobody", 0, 3},
+	}
+	for _, tc := range cases {
+		if pos, of := q.Position(tc.served, tc.holder); pos != tc.pos || of != tc.of {
+			t.Errorf("Position(%d, %q) = %d of %d; want %d of %d", tc.served, tc.holder, pos, of, tc.pos, tc.of)
+		}
+	}
+}

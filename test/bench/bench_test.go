@@ -1168,8 +1168,9 @@ func (b *bench) podHandovers(w watch.Interface, n int, run time.Duration) []time
 		}
 		done[p.Name] = true
 		time.Sleep(run)
-		p.Status.Phase = corev1.PodSucceeded // play the kubelet: the holder finishes
-		if _, err := b.cs.CoreV1().Pods(b.ns).UpdateStatus(b.ctx, p, metav1.UpdateOptions{}); err != nil {
+		// Play the kubelet, with a patch as it writes: the holder finishes.
+		if _, err := b.cs.CoreV1().Pods(b.ns).Patch(b.ctx, p.Name, types.StrategicMergePatchType,
+			util.PodStatusPatch(corev1.PodSucceeded, nil), metav1.PatchOptions{}, "status"); err != nil {
 			b.t.Fatal(err)
 		}
 		last = time.Now() // the holder's Succeeded is stored

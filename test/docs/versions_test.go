@@ -20,15 +20,18 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/fencedlock/fencedlock/cmd/manager/setup"
 	"github.com/fencedlock/fencedlock/config"
 	"github.com/fencedlock/fencedlock/test/util"
 )
 
-// minKubernetesMinor is config.MinKubernetesMinor, which kubectl fencedlock check holds the
-// server to.
+// minKubernetesMinor is config.MinKubernetesMinor: the oldest Kubernetes the manager accepts at
+// start-up and kubectl fencedlock check holds the server to.
 var minKubernetesMinor = strconv.Itoa(config.MinKubernetesMinor)
 
 // The README's minimum Kubernetes version, the chart's kubeVersion and the policies' API version
@@ -56,5 +59,38 @@ func TestMinimumKubernetesVersionAgrees(t *testing.T) {
 					f, o.GetKind(), o.GetName(), o.GetAPIVersion())
 			}
 		}
+	}
+}
+
+// docs/operations.md's compatibility table is the manager's start-up check: the minimum version it
+// states and every API it lists, with what for, are setup's, row for row.
+func TestCompatibilityTableIsTheManagers(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(util.RepoRoot(), "docs/operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	start := strings.Index(text, "\n## Compatibility\n")
+	if start < 0 {
+		t.Fatal(`docs/operations.md has no "## Compatibility" section`)
+	}
+	section := text[start+1:]
+	if end := strings.Index(section[3:], "\n## "); end >= 0 {
+		section = section[:end+3]
+	}
+	if m := regexp.MustCompile(`needs Kubernetes \*\*1\.(\d+)\*\* or later`).FindStringSubmatch(section); m == nil ||
+		m[1] != minKubernetesMinor {
+		t.Errorf("the compatibility section's minimum version is %v; the manager's is 1.%s", m, minKubernetesMinor)
+	}
+	matches := regexp.MustCompile("(?m)^\\| `([^`]+)` \\| `([^`]+)` \\| (.+) \\|$").FindAllStringSubmatch(section, -1)
+	rows, want := make([]string, 0, len(matches)), make([]string, 0, len(setup.Requirements))
+	for _, m := range matches {
+		rows = append(rows, m[1]+" "+m[2]+": "+m[3])
+	}
+	for _, r := range setup.Requirements {
+		want = append(want, r.GroupVersion+" "+r.Resource+": "+r.For)
+	}
+	if !slices.Equal(rows, want) {
+		t.Errorf("the compatibility table lists\n  %s\nthe manager checks\n  %s", strings.Join(rows, "\n  "), strings.Join(want, "\n  "))
 	}
 }

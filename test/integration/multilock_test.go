@@ -26,6 +26,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
@@ -170,8 +171,8 @@ var _ = Describe("Pods asking for several locks", func() {
 						last[l] = toks[l]
 					}
 					mu.Lock()
-					cur.Status.Phase = corev1.PodSucceeded
-					err := k8sClient.Status().Update(ctx, cur)
+					err := k8sClient.Status().Patch(ctx, cur, client.RawPatch(types.StrategicMergePatchType,
+						util.PodStatusPatch(corev1.PodSucceeded, nil)))
 					mu.Unlock()
 					Expect(err).NotTo(HaveOccurred())
 					done[p.Name] = true

@@ -135,9 +135,8 @@ var _ = Describe("One queue for every holder", func() {
 		Consistently(gotB, 300*time.Millisecond).ShouldNot(Receive())
 
 		By("the pod finishes: the controller's release grants client-b")
-		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
-		pod.Status.Phase = corev1.PodSucceeded
-		Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
+		Expect(k8sClient.Status().Patch(ctx, pod, client.RawPatch(types.StrategicMergePatchType,
+			util.PodStatusPatch(corev1.PodSucceeded, nil)))).To(Succeed())
 		var b *lock.Grant
 		Eventually(gotB, 10*time.Second).Should(Receive(&b))
 		Expect(b.Token()).To(BeNumerically(">", podTok))

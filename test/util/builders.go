@@ -18,6 +18,7 @@ package util
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -71,6 +72,11 @@ func (k Kit) NewNamespace() string {
 // LeaseSeconds sets a FencedLock's spec.leaseDurationSeconds, for NewLock.
 func LeaseSeconds(s int32) func(*locksv1alpha1.FencedLock) {
 	return func(fl *locksv1alpha1.FencedLock) { fl.Spec.LeaseDurationSeconds = s }
+}
+
+// StartupSeconds sets a FencedLock's spec.startupSeconds, for NewLock.
+func StartupSeconds(s int32) func(*locksv1alpha1.FencedLock) {
+	return func(fl *locksv1alpha1.FencedLock) { fl.Spec.StartupSeconds = &s }
 }
 
 // Permits sets a FencedLock's spec.permits, for NewLock.
@@ -239,4 +245,24 @@ func PodTokens(p *corev1.Pod) map[string]token.Token {
 		}
 	}
 	return toks
+}
+
+// PodStatusPatch is the strategic merge patch of pods/status with which the tests play the
+// kubelet: it sets the pod's phase and, if ready is not nil, its Ready condition, and keeps every
+// other condition (the manager's lock.fencedlock.io/<lock> ones among them), as the kubelet does. A
+// read-modify-write of the status would conflict with the manager's condition writes.
+func PodStatusPatch(phase corev1.PodPhase, ready *bool) []byte {
+	status := map[string]any{"phase": phase}
+	if ready != nil {
+		s := corev1.ConditionFalse
+		if *ready {
+			s = corev1.ConditionTrue
+		}
+		status["conditions"] = []corev1.PodCondition{{Type: corev1.PodReady, Status: s, LastTransitionTime: metav1.Now()}}
+	}
+	b, err := json.Marshal(map[string]any{"status": status})
+	if err != nil {
+		panic(err) // plain maps and API types: cannot fail
+	}
+	return b
 }
