@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/spf13/cobra"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -34,15 +35,24 @@ import (
 )
 
 func newWhyCommand(o *options) *cobra.Command {
-	return &cobra.Command{
-		Use:   "why POD",
+	var selector string
+	cmd := &cobra.Command{
+		Use:   "why (POD | -l SELECTOR)",
 		Short: "Say why a pod waits: per lock, its live position, who holds the lock, or that its token is dead",
 		Long: `Say why a pod that asks for locks waits, or whether it holds them, computed live from the
 locks' Leases (the pod's lock.fencedlock.io/<lock> conditions, which the manager writes, may show a
-position as of a little earlier). A pod's locks live in its own namespace.`,
+position as of a little earlier). A pod's locks live in its own namespace. With -l, every pod the
+label selector matches, as kubectl get -l selects them.`,
 		Example: `  # Why does this Job's pod not start?
-  kubectl fencedlock why settle-28573-x7k2p -n team-a`,
-		Args: cobra.ExactArgs(1),
+  kubectl fencedlock why settle-28573-x7k2p -n team-a
+  # Every pod of the Job
+  kubectl fencedlock why -l job-name=settle -n team-a`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if (len(args) == 1) == (selector != "") {
+				return fmt.Errorf("name one pod, or select pods with -l, not both: got %d names and selector %q", len(args), selector)
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, _, err := o.clients()
 			if err != nil {
@@ -52,25 +62,61 @@ position as of a little earlier). A pod's locks live in its own namespace.`,
 			if err != nil {
 				return err
 			}
-			var pod corev1.Pod
-			if err := cl.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: args[0]}, &pod); err != nil {
-				return fmt.Errorf("reading pod %s/%s: %w", ns, args[0], err)
-			}
-			locks, err := locksv1alpha1.ParsePodLocks(&pod)
+			pods, err := whyPods(cmd.Context(), cl, ns, args, selector)
 			if err != nil {
-				return fmt.Errorf("pod %s/%s: %w", ns, pod.Name, err)
+				return err
 			}
-			views := make([]lockView, 0, len(locks))
-			for _, name := range locks {
-				v, err := readLockView(cmd.Context(), cl, ns, name)
-				if err != nil {
+			for i := range pods {
+				if err := explainPod(cmd.Context(), o.streams.Out, cl, &pods[i]); err != nil {
 					return err
 				}
-				views = append(views, v)
 			}
-			return writeWhy(o.streams.Out, &pod, views)
+			return nil
 		},
 	}
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "Explain every pod this label selector matches (e.g. job-name=settle)")
+	return cmd
+}
+
+// whyPods reads the pod named in args, or the pods selector matches, in namespace ns.
+func whyPods(ctx context.Context, cl client.Client, ns string, args []string, selector string) ([]corev1.Pod, error) {
+	if len(args) == 1 {
+		var pod corev1.Pod
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: args[0]}, &pod); err != nil {
+			return nil, fmt.Errorf("reading pod %s/%s: %w", ns, args[0], err)
+		}
+		return []corev1.Pod{pod}, nil
+	}
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		return nil, fmt.Errorf("-l %q: %w", selector, err)
+	}
+	var list corev1.PodList
+	if err := cl.List(ctx, &list, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, fmt.Errorf("listing pods %s in %s: %w", selector, ns, err)
+	}
+	if len(list.Items) == 0 {
+		return nil, fmt.Errorf("no pods in namespace %s match -l %s", ns, selector)
+	}
+	slices.SortFunc(list.Items, func(a, b corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	return list.Items, nil
+}
+
+// explainPod writes why pod waits, reading each lock it asks for.
+func explainPod(ctx context.Context, w io.Writer, cl client.Client, pod *corev1.Pod) error {
+	locks, err := locksv1alpha1.ParsePodLocks(pod)
+	if err != nil {
+		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	views := make([]lockView, 0, len(locks))
+	for _, name := range locks {
+		v, err := readLockView(ctx, cl, pod.Namespace, name)
+		if err != nil {
+			return err
+		}
+		views = append(views, v)
+	}
+	return writeWhy(w, pod, views)
 }
 
 // lockView is what why reads of one lock a pod asks for.

@@ -36,8 +36,9 @@ var _ = Describe("kubectl fencedlock why", Ordered, func() {
 	BeforeAll(func() {
 		bin, kubeconfig = buildWithKubeconfig("github.com/fencedlock/fencedlock/cmd/kubectl-fencedlock", "plugin-why")
 	})
-	why := func(ns, pod string) string {
-		s, err := gexec.Start(exec.Command(bin, "--kubeconfig", kubeconfig, "why", pod, "-n", ns), GinkgoWriter, GinkgoWriter)
+	why := func(ns string, pod ...string) string {
+		args := append([]string{"--kubeconfig", kubeconfig, "why", "-n", ns}, pod...)
+		s, err := gexec.Start(exec.Command(bin, args...), GinkgoWriter, GinkgoWriter)
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(s, 30*time.Second).Should(gexec.Exit(0), string(s.Err.Contents()))
 		return strings.TrimSpace(string(s.Out.Contents()))
@@ -65,6 +66,15 @@ var _ = Describe("kubectl fencedlock why", Ordered, func() {
 		tok := kit.GetPod(ns, "w1").Annotations[locksv1alpha1.TokenAnnotation]
 		Expect(why(ns, "w1")).To(ContainSubstring("jobs: holds it with token " + tok))
 		Expect(why(ns, "w2")).To(ContainSubstring("jobs: waiting at position 1 of 1; held by pod/w1/"))
+
+		By("every pod a selector matches, oldest first, as for a Job's pods")
+		all := why(ns, "-l", "fencedlock.io/lock=jobs")
+		Expect(strings.Index(all, "Pod "+ns+"/w1: ")).To(BeNumerically(">=", 0), all)
+		Expect(strings.Index(all, "Pod "+ns+"/w2: gated")).To(BeNumerically(">", strings.Index(all, "Pod "+ns+"/w1: ")), all)
+		s, err := gexec.Start(exec.Command(bin, "--kubeconfig", kubeconfig, "why", "-l", "job-name=none", "-n", ns), GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(s, 30*time.Second).Should(gexec.Exit(1))
+		Expect(string(s.Err.Contents())).To(ContainSubstring("no pods in namespace " + ns + " match -l job-name=none"))
 	})
 
 	It("says where a missing lock was looked for", func() {
