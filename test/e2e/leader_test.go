@@ -40,7 +40,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
@@ -218,11 +217,11 @@ func operatorRBAC(ns string) {
 func operatorPod(ns, replica string, args []string) string {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "replica-" + replica},
 		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, ServiceAccountName: operatorAccount,
-			TerminationGracePeriodSeconds: ptr.To(int64(1)),
+			TerminationGracePeriodSeconds: new(int64(1)),
 			Containers: []corev1.Container{{Name: "operator", Image: operatorImage, ImagePullPolicy: corev1.PullNever,
 				Args: append(slices.Clone(args), "--replica", replica),
-				SecurityContext: &corev1.SecurityContext{RunAsNonRoot: ptr.To(true),
-					AllowPrivilegeEscalation: ptr.To(false)}}}}}
+				SecurityContext: &corev1.SecurityContext{RunAsNonRoot: new(true),
+					AllowPrivilegeEscalation: new(false)}}}}}
 	kit.CreatePod(p)
 	return p.Name
 }
