@@ -24,6 +24,10 @@ limitations under the License.
 // leads. With --election=stock it uses controller-runtime's stock leader election on a Lease of
 // the same name, whose paused leader's writes land until it notices (up to the renew deadline):
 // the failure, for comparison.
+//
+// With --linger, a replica that led keeps writing rounds that long after its manager stopped,
+// its writes no longer bound to the manager's context: the worst case for a deposed leader, whose
+// writes must still all be refused.
 package main
 
 import (
@@ -62,6 +66,9 @@ const (
 type options struct {
 	namespace, lock, election, replica string
 	interval                           time.Duration
+	// linger keeps writing this long after the manager stopped, with writes no longer bound to
+	// its context: a process slow to die, whose work outlives its term.
+	linger time.Duration
 	// stock election's durations (controller-runtime's defaults)
 	leaseDuration, renewDeadline, retryPeriod time.Duration
 }
@@ -73,6 +80,8 @@ func main() {
 	flag.StringVar(&o.election, "election", "fenced", "fenced, or stock for controller-runtime's leader election")
 	flag.StringVar(&o.replica, "replica", os.Getenv("HOSTNAME"), "this replica's name, in its identity and its writes")
 	flag.DurationVar(&o.interval, "interval", 10*time.Millisecond, "pause between two rounds of writes")
+	flag.DurationVar(&o.linger, "linger", 0, "keep writing this long after the manager stopped, writes detached "+
+		"from its context (a process slow to die, whose work outlives its term)")
 	flag.DurationVar(&o.leaseDuration, "lease-duration", 15*time.Second, "stock: LeaseDuration")
 	flag.DurationVar(&o.renewDeadline, "renew-deadline", 10*time.Second, "stock: RenewDeadline")
 	flag.DurationVar(&o.retryPeriod, "retry-period", 2*time.Second, "stock: RetryPeriod")
@@ -134,7 +143,19 @@ func run(ctx context.Context, o options) error {
 		case <-ctx.Done():
 		}
 	}()
-	return mgr.Start(ctx)
+	err = mgr.Start(ctx)
+	w.lingerOn()
+	return err
+}
+
+// lingerOn keeps writing rounds for o.linger once the manager stopped, if this replica led.
+func (w *writer) lingerOn() {
+	w.mu.Lock()
+	led := w.round > 0
+	w.mu.Unlock()
+	for end := time.Now().Add(w.o.linger); led && time.Now().Before(end); time.Sleep(w.o.interval) {
+		_, _ = w.Reconcile(context.Background(), reconcile.Request{})
+	}
 }
 
 // writer writes one round per reconcile and asks for the next.
@@ -142,8 +163,10 @@ type writer struct {
 	client.Client
 	o          options
 	leadership *crleader.Leadership
-	mu         sync.Mutex
-	round      int
+	// busy serializes rounds: a lingering round may start before the last reconcile returned.
+	busy  sync.Mutex
+	mu    sync.Mutex
+	round int
 	// created is the round ConfigMap this replica created last and has not deleted yet.
 	created string
 }
@@ -156,6 +179,11 @@ func (w *writer) token() string {
 }
 
 func (w *writer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	w.busy.Lock()
+	defer w.busy.Unlock()
+	if w.o.linger > 0 {
+		ctx = context.WithoutCancel(ctx)
+	}
 	w.mu.Lock()
 	w.round++
 	n := w.round
@@ -191,7 +219,7 @@ func (w *writer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.
 	if prev != "" { // the last round ConfigMap this replica created, once
 		w.do(n, "delete", func() error {
 			err := w.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: prev}})
-			if err == nil || apierrors.IsNotFound(err) {
+			if (err == nil || apierrors.IsNotFound(err)) && w.created == prev {
 				w.created = ""
 			}
 			return err
