@@ -50,8 +50,8 @@ var quickStartInstall = []*regexp.Regexp{
 // quickStartWaits are the lines a reader looks at more than once: what they show depends on how
 // far the Job has got, so the spec runs them until they show it.
 var quickStartWaits = map[string]*regexp.Regexp{
-	"kubectl get flock ledger":                  regexp.MustCompile(`(?m)^ledger\s+1/1\s+settle-\S+\s+\d+\s.*\b1\s+\S+$`),
-	"kubectl fencedlock why -l job-name=settle": regexp.MustCompile(`(?s)waiting.*ledger.*settle-`),
+	"kubectl get flock ledger":                  regexp.MustCompile(`(?m)^ledger\s+1/1\s+pod/settle-\S+\s+\d+\s+\S+\s+1\s+\S+$`),
+	"kubectl fencedlock why -l job-name=settle": regexp.MustCompile(`(?m)^  ledger: waiting at position 1 of 1; held by pod/settle-\S+ \(token \d+\)`),
 }
 
 var quickStartGrant = regexp.MustCompile(`(?m)^granted token (\d+)$`)
