@@ -22,14 +22,11 @@ package config
 
 import (
 	"embed"
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
 // MinKubernetesMinor is the oldest Kubernetes minor version (1.x) fencedlock runs on: the first
@@ -74,17 +71,9 @@ func decode(file string) ([]*unstructured.Unstructured, error) {
 		return nil, err
 	}
 	defer func() { _ = fh.Close() }()
-	dec := utilyaml.NewYAMLOrJSONDecoder(fh, 4096)
-	var out []*unstructured.Unstructured
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
-			return out, nil
-		} else if err != nil {
-			return nil, fmt.Errorf("config/%s: %w", file, err)
-		}
-		if len(obj.Object) > 0 {
-			out = append(out, obj)
-		}
+	objs, err := Decode(fh)
+	if err != nil {
+		return nil, fmt.Errorf("config/%s: %w", file, err)
 	}
+	return objs, nil
 }

@@ -20,7 +20,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"slices"
@@ -28,8 +27,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/fencedlock/fencedlock/config"
 	"github.com/fencedlock/fencedlock/test/util"
 )
 
@@ -63,18 +62,14 @@ func render(t *testing.T, tool string, args ...string) []byte {
 func byKind(t *testing.T, out []byte) map[string][]*unstructured.Unstructured {
 	t.Helper()
 	byKind := map[string][]*unstructured.Unstructured{}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
-			return byKind
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if len(obj.Object) > 0 {
-			byKind[obj.GetKind()] = append(byKind[obj.GetKind()], obj)
-		}
+	objs, err := config.Decode(bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
 	}
+	for _, obj := range objs {
+		byKind[obj.GetKind()] = append(byKind[obj.GetKind()], obj)
+	}
+	return byKind
 }
 
 func names(objs []*unstructured.Unstructured) []string {

@@ -17,18 +17,16 @@ limitations under the License.
 package policyeval
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/fencedlock/fencedlock/config"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
 // Load reads the ValidatingAdmissionPolicies of the *.yaml files of dir (documents of other kinds,
@@ -67,26 +65,24 @@ func readPolicies(file string) ([]*admissionregistrationv1.ValidatingAdmissionPo
 		return nil, err
 	}
 	defer func() { _ = fh.Close() }()
-	dec := utilyaml.NewYAMLOrJSONDecoder(fh, 4096)
+	objs, err := config.Decode(fh)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
 	var out []*admissionregistrationv1.ValidatingAdmissionPolicy
-	for {
-		var raw map[string]any
-		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
-			return out, nil
-		} else if err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		if raw["apiVersion"] != admissionregistrationv1.SchemeGroupVersion.String() ||
-			raw["kind"] != "ValidatingAdmissionPolicy" {
+	for _, obj := range objs {
+		if obj.GetAPIVersion() != admissionregistrationv1.SchemeGroupVersion.String() ||
+			obj.GetKind() != "ValidatingAdmissionPolicy" {
 			continue
 		}
 		vap := &admissionregistrationv1.ValidatingAdmissionPolicy{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(raw, vap, true); err != nil {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, vap, true); err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
 		setDefaults(vap)
 		out = append(out, vap)
 	}
+	return out, nil
 }
 
 // setDefaults applies the defaults the API server gives a stored policy

@@ -20,9 +20,7 @@ package e2e
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,9 +31,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fencedlock/fencedlock/config"
 	"github.com/fencedlock/fencedlock/test/util"
 )
 
@@ -128,17 +126,7 @@ var _ = Describe("The Helm chart", Ordered, func() {
 
 // decodeAll decodes a multi-document YAML stream into objects.
 func decodeAll(raw []byte) []*unstructured.Unstructured {
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		obj := &unstructured.Unstructured{}
-		err := dec.Decode(&obj.Object)
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		Expect(err).NotTo(HaveOccurred())
-		if len(obj.Object) > 0 {
-			out = append(out, obj)
-		}
-	}
+	objs, err := config.Decode(bytes.NewReader(raw))
+	Expect(err).NotTo(HaveOccurred())
+	return objs
 }

@@ -18,9 +18,7 @@ package integration
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,9 +34,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fencedlock/fencedlock/config"
 	"github.com/fencedlock/fencedlock/test/util"
 )
 
@@ -80,17 +78,9 @@ func render(dir string) []*unstructured.Unstructured {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	ExpectWithOffset(1, err).NotTo(HaveOccurred(), "kustomize build %s: %s", dir, stderr.String())
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
-	var objs []*unstructured.Unstructured
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
-			return objs
-		} else {
-			ExpectWithOffset(1, err).NotTo(HaveOccurred(), dir)
-		}
-		objs = append(objs, obj)
-	}
+	objs, err := config.Decode(bytes.NewReader(out))
+	ExpectWithOffset(1, err).NotTo(HaveOccurred(), dir)
+	return objs
 }
 
 func ofKind(objs []*unstructured.Unstructured, kinds ...string) []*unstructured.Unstructured {

@@ -19,8 +19,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,7 +35,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -46,6 +43,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/config"
 	"github.com/fencedlock/fencedlock/pkg/leader"
 	"github.com/fencedlock/fencedlock/pkg/leader/crleader"
 	"github.com/fencedlock/fencedlock/pkg/token"
@@ -63,14 +61,9 @@ func operatorAccount(ns string) *rest.Config {
 	Expect(err).NotTo(HaveOccurred())
 	raw = bytes.ReplaceAll(raw, []byte("operator-controller-manager"), []byte("op"))
 	raw = bytes.ReplaceAll(raw, []byte("operator-system"), []byte(ns))
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			break
-		} else {
-			Expect(err).NotTo(HaveOccurred())
-		}
+	objs, err := config.Decode(bytes.NewReader(raw))
+	Expect(err).NotTo(HaveOccurred())
+	for _, u := range objs {
 		Expect(k8sClient.Create(ctx, u)).To(Succeed())
 		DeferCleanup(func() { _ = k8sClient.Delete(ctx, u) })
 	}

@@ -18,9 +18,7 @@ package util
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,11 +30,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
+	"github.com/fencedlock/fencedlock/config"
 )
 
 // InstallPolicies creates the admission policies of config/policy (the token record, the Lease
@@ -88,18 +86,11 @@ func PolicyObjects(file, prefix string) ([]*unstructured.Unstructured, error) {
 		return nil, err
 	}
 	defer func() { _ = fh.Close() }()
-	dec := utilyaml.NewYAMLOrJSONDecoder(fh, 4096)
-	var out []*unstructured.Unstructured
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
-			return out, nil
-		} else if err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		if len(obj.Object) == 0 {
-			continue
-		}
+	objs, err := config.Decode(fh)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	for _, obj := range objs {
 		// As config/default's namePrefix names them, so refusals read as they do on a cluster.
 		obj.SetName(prefix + obj.GetName())
 		if p, ok, _ := unstructured.NestedString(obj.Object, "spec", "policyName"); ok {
@@ -107,8 +98,8 @@ func PolicyObjects(file, prefix string) ([]*unstructured.Unstructured, error) {
 				return nil, err
 			}
 		}
-		out = append(out, obj)
 	}
+	return objs, nil
 }
 
 // waitEnforced probes the rules that bind every principal, one per policy a lock's Leases meet:
