@@ -683,7 +683,9 @@ var _ = Describe("Red team: an ordinary principal", func() {
 		Expect(err).NotTo(HaveOccurred())
 		expectRefused(mallory.Status().Patch(ctx, kit.GetLock(ns, "vault"), mergePatch(`{"status":{"holder":"intruder"}}`)),
 			"writing FencedLock status")
-		Expect(kit.GetLock(ns, "vault").Status.Holder).To(Equal("honest"))
+		// The manager writes the grant into status after the Lease, so wait for it, then hold it.
+		Eventually(func() string { return kit.GetLock(ns, "vault").Status.Holder }).Should(Equal("honest"))
+		Consistently(func() string { return kit.GetLock(ns, "vault").Status.Holder }, time.Second).Should(Equal("honest"))
 
 		queued := util.Pod(ns, "queued", "vault")
 		createGated(mallory, queued)
