@@ -232,9 +232,10 @@ var _ = Describe("The shell client's functions on contended locks", func() {
 
 	It("queues a shell waiter that beats, is served by a Go holder's release, and can leave", func() {
 		ns := kit.NewNamespace()
-		// lease.Window(3 s). A handover's grant expires one window after the waiter's last beat was
-		// seen, so a shell waiter (a few processes per step) needs a little more than 2 s.
-		kit.NewLock(ns, "ledger", util.LeaseSeconds(3))
+		// lease.Window(5 s). A handover's grant expires one window after the waiter's last beat was
+		// seen; a shell waiter runs a few processes (kubectl, jq) per step, which on a loaded 2-core
+		// machine took more than the 3 s window this spec used to have.
+		kit.NewLock(ns, "ledger", util.LeaseSeconds(5))
 		sh := newShell(ns)
 		holder, err := kit.Locker(ns, "ledger", "go-holder").TryAcquire(ctx)
 		Expect(err).NotTo(HaveOccurred())
@@ -252,8 +253,8 @@ release`), GinkgoWriter, GinkgoWriter)
 		Eventually(func() []string { return waiterIDs(ns, "ledger") }, 10*time.Second, 20*time.Millisecond).
 			Should(Equal([]string{"shell/waiter"}))
 		Expect(kit.LeaseState(ns, "ledger").Waiting).To(BeTrue(), "join marked the lock waited for")
-		Consistently(func() []string { return waiterIDs(ns, "ledger") }, 3500*time.Millisecond, 200*time.Millisecond).
-			Should(Equal([]string{"shell/waiter"}), "a beating shell waiter outlives the 3 s window")
+		Consistently(func() []string { return waiterIDs(ns, "ledger") }, 5500*time.Millisecond, 200*time.Millisecond).
+			Should(Equal([]string{"shell/waiter"}), "a beating shell waiter outlives the 5 s window")
 		Expect(lockEventReasons(ns, "ledger")).NotTo(ContainElement(locksv1alpha1.ReasonWaiterDead))
 
 		By("the Go holder's release hands the lock to the shell waiter")
