@@ -29,7 +29,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -39,7 +38,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
@@ -128,7 +126,7 @@ func pauseOperatorLeader(election string, args ...string) deposed {
 			fl.Spec.Fence.StatusWrites = locksv1alpha1.StatusWritesFenced
 		})
 	}
-	writers := ledgerWriters(ns)
+	writers := util.LedgerWriters(ctx, clientset, ns)
 	args = append([]string{"--namespace", ns, "--lock", operatorLock, "--election", election}, args...)
 	a := operatorPod(ns, "a", args)
 	Eventually(func() string { return podLogs(ns, a) }, 90*time.Second, 250*time.Millisecond).
@@ -253,29 +251,4 @@ func containerPID(ns, name string) int {
 	}
 	Fail(fmt.Sprintf("no task %s in `ctr tasks ls`:\n%s", id, out))
 	return 0
-}
-
-// ledgerWriters watches ConfigMap ns/ledger and returns a function listing the writer of each
-// version seen, in order.
-func ledgerWriters(ns string) func() []string {
-	w, err := clientset.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", "ledger").String()})
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(w.Stop)
-	var mu sync.Mutex
-	var seen []string
-	go func() {
-		for ev := range w.ResultChan() {
-			if cm, ok := ev.Object.(*corev1.ConfigMap); ok {
-				mu.Lock()
-				seen = append(seen, cm.Data["writer"])
-				mu.Unlock()
-			}
-		}
-	}()
-	return func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]string(nil), seen...)
-	}
 }

@@ -22,7 +22,6 @@ import (
 	"encoding/json"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -30,10 +29,6 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gbytes"
 	"github.com/onsi/gomega/gexec"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 
 	locksv1alpha1 "github.com/fencedlock/fencedlock/api/v1alpha1"
 	"github.com/fencedlock/fencedlock/test/util"
@@ -68,7 +63,7 @@ func pauseTheLeader(bin, kubeconfig, election string, args ...string) pausedLead
 			fl.Spec.Fence.HolderBinding = true
 		})
 	}
-	writers := ledgerWriters(ns)
+	writers := util.LedgerWriters(ctx, clientset, ns)
 	start := func(replica string) *gexec.Session {
 		cmd := exec.Command(bin, append([]string{"--kubeconfig", kubeconfig, "--namespace", ns, "--replica", replica,
 			"--election", election}, args...)...)
@@ -116,31 +111,6 @@ func pauseTheLeader(bin, kubeconfig, election string, args ...string) pausedLead
 	GinkgoWriter.Printf("%s election, the paused leader after resuming: attempted %v, admitted %v, fenced %d; "+
 		"ledger versions by it after its successor's: %d\n", election, p.attempted, p.admitted, p.fenced, p.flippedBack)
 	return p
-}
-
-// ledgerWriters watches ConfigMap ns/ledger and returns a function listing the writer of each
-// version seen, in order.
-func ledgerWriters(ns string) func() []string {
-	w, err := clientset.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", "ledger").String()})
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(w.Stop)
-	var mu sync.Mutex
-	var seen []string
-	go func() {
-		for ev := range w.ResultChan() {
-			if cm, ok := ev.Object.(*corev1.ConfigMap); ok {
-				mu.Lock()
-				seen = append(seen, cm.Data["writer"])
-				mu.Unlock()
-			}
-		}
-	}()
-	return func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]string(nil), seen...)
-	}
 }
 
 var _ = Describe("The sample operator, two replicas, the leader paused past its lease", Ordered, func() {
